@@ -1,0 +1,1 @@
+"""crawllib: a batch web crawler on PySpark + Delta Lake."""

@@ -1,0 +1,151 @@
+"""The ``crawl`` command: one sub-command per operation, over the same library the jobs use.
+
+Every sub-command takes ``--config FILE`` (repeatable, later files win) and
+``--set section.key=value`` (repeatable, wins over files). Errors of the user's input
+(bad config, missing crawl root, bad seed file) print one clear line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from crawllib.config import ConfigError, load_config
+
+log = logging.getLogger("crawllib")
+
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[..., int]]] = {}
+
+
+def command(name: str, help_text: str, add_args: Callable[[argparse.ArgumentParser], None]):
+    def register(fn: Callable[..., int]) -> Callable[..., int]:
+        COMMANDS[name] = (help_text, add_args, fn)
+        return fn
+
+    return register
+
+
+def _root(p: argparse.ArgumentParser) -> None:
+    p.add_argument("root", help="crawl root: a local folder or s3a://bucket/prefix")
+
+
+def _seed_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument(
+        "file", help="text file (one URL a line, # comments) or CSV/Parquet with a url column"
+    )
+
+
+def _sql_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("query", help='SQL over the crawl tables, e.g. "SELECT count(*) FROM frontier"')
+    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    p.add_argument("--limit", type=int, default=None, help="print at most this many rows")
+
+
+@command("init", "create the crawl tables under ROOT (idempotent)", _root)
+def cmd_init(args: argparse.Namespace, cfg: Any) -> int:
+    from crawllib import tables
+    from crawllib.session import get_spark
+
+    spark = get_spark(cfg)
+    created = tables.init_tables(spark, args.root)
+    root = tables.normalize_root(args.root)
+    if created:
+        print(f"initialised crawl root {root}: created {', '.join(created)}")
+    else:
+        print(f"crawl root {root} already initialised; nothing to do")
+    return 0
+
+
+@command("seed", "add seed URLs to the frontier of the next generation", _seed_args)
+def cmd_seed(args: argparse.Namespace, cfg: Any) -> int:
+    from crawllib import generations, seeding, tables
+    from crawllib.session import get_spark
+
+    spark = get_spark(cfg)
+    tables.require(spark, args.root)
+    gen = generations.next_seed_gen(spark, args.root)
+    report = seeding.seed(spark, args.root, args.file, cfg, gen)
+    for r in report.rejected:
+        print(f"{args.file}:{r.line}: invalid seed {r.text!r}: {r.reason}", file=sys.stderr)
+    print(
+        f"seeded generation {report.gen}: {report.read} read, {report.valid} valid, "
+        f"{len(report.rejected)} invalid, {report.added} new "
+        f"({report.valid - report.added} already known or repeated)"
+    )
+    return 0
+
+
+@command("sql", "run SQL over the crawl tables (each visible by its name)", _sql_args)
+def cmd_sql(args: argparse.Namespace, cfg: Any) -> int:
+    from crawllib import tables
+    from crawllib.output import WRITERS
+    from crawllib.session import get_spark
+
+    spark = get_spark(cfg)
+    tables.require(spark, args.root)
+    tables.register_views(spark, args.root)
+    df = spark.sql(args.query)
+    if args.limit is not None:
+        df = df.limit(args.limit)
+    rows = (tuple(r) for r in df.toLocalIterator())
+    WRITERS[args.format](df.columns, rows, sys.stdout)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="crawl", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (help_text, add_args, _) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        add_args(p)
+        p.add_argument(
+            "--config",
+            action="append",
+            default=[],
+            metavar="FILE",
+            help="TOML file over the defaults (repeatable)",
+        )
+        p.add_argument(
+            "--set",
+            action="append",
+            default=[],
+            dest="overrides",
+            metavar="KEY=VALUE",
+            help="override one setting, e.g. --set crawl.max_depth=2 (repeatable)",
+        )
+        p.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    for noisy in ("py4j", "pyspark", "asyncio"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        cfg = load_config(args.config, args.overrides)
+    except ConfigError as exc:
+        print(f"crawl: configuration error: {exc}", file=sys.stderr)
+        return 2
+    _, _, fn = COMMANDS[args.command]
+    try:
+        return fn(args, cfg)
+    except (FileNotFoundError, ValueError) as exc:
+        if type(exc).__module__.startswith(("pyspark", "py4j")):
+            raise
+        print(f"crawl {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Printing rows for people (aligned table) and programs (JSON lines, CSV). No Spark here."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any, TextIO
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dt.datetime | dt.date):
+        return value.isoformat()
+    if isinstance(value, bytes | bytearray):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _cell(value: Any, width: int = 60) -> str:
+    value = _plain(value)
+    text = (
+        "NULL"
+        if value is None
+        else json.dumps(value)
+        if isinstance(value, dict | list)
+        else str(value)
+    )
+    text = text.replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def write_table(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO = sys.stdout
+) -> int:
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    out.write(line + "\n")
+    out.write("| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)) + " |\n")
+    out.write(line + "\n")
+    for r in cells:
+        out.write("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |\n")
+    out.write(line + "\n")
+    out.write(f"({len(cells)} row{'s' if len(cells) != 1 else ''})\n")
+    return len(cells)
+
+
+def write_json(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO = sys.stdout
+) -> int:
+    n = 0
+    for row in rows:
+        out.write(
+            json.dumps(
+                {c: _plain(v) for c, v in zip(columns, row, strict=True)}, ensure_ascii=False
+            )
+            + "\n"
+        )
+        n += 1
+    return n
+
+
+def write_csv(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO = sys.stdout
+) -> int:
+    writer = csv.writer(out)
+    writer.writerow(columns)
+    n = 0
+    for row in rows:
+        writer.writerow([_cell(v, width=1 << 30) if v is not None else "" for v in row])
+        n += 1
+    return n
+
+
+WRITERS = {"table": write_table, "json": write_json, "csv": write_csv}

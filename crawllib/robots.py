@@ -1,0 +1,181 @@
+"""robots.txt decisions per RFC 9309, pure Python (no I/O).
+
+``RobotsRules.parse(body, agent)`` turns a robots.txt body into the rules that bind one
+crawler; ``rules.allowed(url)`` answers for an absolute http(s) URL. The fetch engine maps
+HTTP outcomes onto the two fixed policies: ``allow_all()`` for a 4xx robots.txt,
+``disallow_all()`` for a 5xx or unreachable one.
+
+Built on protego 0.7.0 (pinned), whose percent-encoding normaliser and ``*``/``$`` pattern
+matcher are used as they are. Its group selection and rule set are not, because protego
+0.7.0 deviates from RFC 9309 there (each case is pinned by a test in
+``tests/unit/test_robots.py`` that fails once protego stops deviating):
+
+- a group matches any agent that *starts* with its name (``Foo`` catches ``FooBot``);
+  RFC 9309 §2.2.1 matches the whole product token;
+- ``Disallow: /foo$`` adds a hidden literal rule ``/foo%24``, so the anchor also catches
+  ``/foo$`` and ``/foo$x``; §2.2.3 makes a trailing ``$`` an anchor only;
+- ``Allow: /index.html`` adds a hidden ``Allow: /$``, which the RFC does not have;
+- a UTF-8 byte-order mark hides the first ``User-agent`` line.
+
+So this module splits lines and groups itself (the RFC grammar is a few lines) and keeps
+protego's matching primitives. They are private names of protego; a protego upgrade must
+rerun the tests.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Iterator
+from urllib.parse import urlsplit
+
+from protego._urlpattern import _URLPattern
+from protego._utils import _quote_path, _quote_pattern
+
+MAX_ROBOTS_BYTES = 512000  # RFC 9309 §2.5: parse at least 500 KiB
+
+# RFC 9309 §2.2.1: product-token = identifier / "*", identifier = 1*(ALPHA / "-" / "_").
+# Like Google's reference parser, a value such as "FooBot/2.1" is read as its leading token.
+_PRODUCT_TOKEN = re.compile(r"\*(?=\s|$)|[A-Za-z_-]+")
+_EOL = re.compile(r"\r\n|\r|\n")  # RFC 9309 §2.2: EOL = CR / LF / CRLF
+
+
+def _product_token(value: str) -> str | None:
+    m = _PRODUCT_TOKEN.match(value.strip())
+    return m.group(0).lower() if m else None
+
+
+def _decode(body: str | bytes, max_bytes: int) -> str:
+    """Return the text of the first ``max_bytes`` bytes of ``body``, cut after the last
+    complete line (a cut line could turn ``Allow: /public`` into ``Allow: /p``), without BOM.
+    """
+    raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+    if len(raw) > max_bytes:
+        raw = raw[:max_bytes]
+        raw = raw[: max(raw.rfind(b"\n"), raw.rfind(b"\r")) + 1]
+    return raw.decode("utf-8", errors="replace").removeprefix("\ufeff")
+
+
+def _records(text: str) -> Iterator[tuple[str, str]]:
+    """Yield ``(key, value)`` per line: key lowercased, comment and whitespace removed."""
+    for line in _EOL.split(text):
+        key, sep, value = line.split("#", 1)[0].partition(":")
+        if sep:
+            yield key.strip().lower(), value.strip()
+
+
+def _crawl_delay(value: str) -> float | None:
+    try:
+        delay = float(value)
+    except ValueError:
+        return None
+    return delay if math.isfinite(delay) and delay >= 0 else None
+
+
+class _Group:
+    """The merged groups that name one agent: rules in file order and the first crawl-delay."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self.rules: list[tuple[str, bool]] = []  # (pattern, is_allow)
+        self.crawl_delay: float | None = None
+
+
+class RobotsRules:
+    """The rules of one robots.txt that bind one crawler.
+
+    ``crawl_delay``: Crawl-delay of the selected group in seconds (None if absent or invalid).
+    ``sitemaps``: every Sitemap line of the file, in order, deduplicated.
+    """
+
+    __slots__ = ("_rules", "crawl_delay", "sitemaps")
+
+    def __init__(
+        self,
+        rules: Iterable[tuple[str, bool]] = (),
+        crawl_delay: float | None = None,
+        sitemaps: list[str] | None = None,
+    ) -> None:
+        compiled = []
+        for pattern, is_allow in rules:
+            quoted = _quote_pattern(pattern)
+            if quoted:
+                compiled.append((_URLPattern(quoted), is_allow))
+        # RFC 9309 §2.2.2: the match with the most octets wins and Allow wins a tie, so the
+        # first match in (length, allow) descending order decides.
+        compiled.sort(key=lambda r: (r[0].priority, r[1]), reverse=True)
+        self._rules: tuple[tuple[_URLPattern, bool], ...] = tuple(compiled)
+        self.crawl_delay = crawl_delay
+        self.sitemaps = list(sitemaps or [])
+
+    @classmethod
+    def parse(cls, text: str | bytes, agent: str, max_bytes: int = MAX_ROBOTS_BYTES) -> RobotsRules:
+        """Parse a robots.txt body for the crawler whose product token is ``agent``.
+
+        ``text``: the body; bytes are decoded as UTF-8 with replacement. Only the first
+        ``max_bytes`` bytes count, cut on a line boundary. The groups naming ``agent``
+        (case-insensitive, whole token) are merged; if there is none, the ``*`` groups apply;
+        if there is none either, everything is allowed.
+        """
+        token = _product_token(agent)
+        if token is None or token == "*":
+            raise ValueError(f"agent {agent!r} has no product token (letters, '-', '_')")
+        ours, star = _Group(), _Group()
+        agents: set[str] = set()  # product tokens of the group being read
+        in_rules = False  # after a rule, a user-agent line starts a new group
+        sitemaps: list[str] = []
+        for key, value in _records(_decode(text, max_bytes)):
+            if key == "user-agent":
+                if in_rules:
+                    agents, in_rules = set(), False
+                name = _product_token(value)
+                if name:
+                    agents.add(name)
+                ours.seen |= token in agents
+                star.seen |= "*" in agents
+            elif key == "sitemap":
+                if value and value not in sitemaps:
+                    sitemaps.append(value)
+            elif key in ("allow", "disallow", "crawl-delay"):
+                in_rules = True  # Crawl-delay counts as a rule here, as in protego
+                for group, name in ((ours, token), (star, "*")):
+                    if name not in agents:
+                        continue
+                    if key == "crawl-delay":
+                        if group.crawl_delay is None:
+                            group.crawl_delay = _crawl_delay(value)
+                    elif value:  # an empty Disallow (or Allow) says nothing
+                        group.rules.append((value, key == "allow"))
+        chosen = ours if ours.seen else star
+        return cls(chosen.rules, chosen.crawl_delay, sitemaps)
+
+    @classmethod
+    def allow_all(cls) -> RobotsRules:
+        """The policy for a robots.txt answered with 4xx (RFC 9309 §2.3.1.3)."""
+        return cls()
+
+    @classmethod
+    def disallow_all(cls) -> RobotsRules:
+        """The policy for a robots.txt answered with 5xx or unreachable (RFC 9309 §2.3.1.4)."""
+        return cls([("/", False)])
+
+    def allowed(self, url: str) -> bool:
+        """Whether the absolute http(s) ``url`` may be fetched; ``/robots.txt`` always may."""
+        if urlsplit(url).path == "/robots.txt":
+            return True
+        target = _quote_path(url)  # path + query, percent-encoding normalised as the rules
+        for pattern, is_allow in self._rules:
+            if pattern.match(target):
+                return is_allow
+        return True
+
+    def __repr__(self) -> str:
+        rules = [("allow " if a else "disallow ") + p._pattern for p, a in self._rules]
+        return (
+            f"RobotsRules(rules={rules}, crawl_delay={self.crawl_delay}, sitemaps={self.sitemaps})"
+        )
+
+
+def allowed(robots_txt: str, agent: str, url: str) -> bool:
+    """One-shot check: ``RobotsRules.parse(robots_txt, agent).allowed(url)``."""
+    return RobotsRules.parse(robots_txt, agent).allowed(url)

@@ -1,0 +1,169 @@
+"""The StructType of every crawl table, and how each is partitioned.
+
+Keys: ``url_key`` is the signed 64-bit mmh3 of the normalised URL (``crawllib.urls.url_key``).
+Tables that grow with the crawl are partitioned by ``gen``.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+
+def _schema(*fields: tuple[str, object]) -> StructType:
+    return StructType([StructField(name, dtype, True) for name, dtype in fields])
+
+
+S, L, I, T, D, B = (  # noqa: E741
+    StringType(),
+    LongType(),
+    IntegerType(),
+    TimestampType(),
+    DoubleType(),
+    BooleanType(),
+)
+
+# URL scheduled for a generation. reason: seed, link, redirect, retry, sitemap.
+FRONTIER = _schema(
+    ("gen", I),
+    ("url", S),
+    ("url_key", L),
+    ("host", S),
+    ("domain", S),
+    ("depth", I),
+    ("source_url", S),
+    ("reason", S),
+    ("discovered_at", T),
+)
+
+# Every known URL: the crawl's whole state. status: queued, fetched, redirected, gone, failed,
+# dead, robots_denied, blocked, duplicate, filtered. reason says why (e.g. "depth", "budget").
+CRAWLDB = _schema(
+    ("url_key", L),
+    ("url", S),
+    ("host", S),
+    ("domain", S),
+    ("status", S),
+    ("reason", S),
+    ("attempts", I),
+    ("depth", I),
+    ("first_gen", I),
+    ("last_gen", I),
+    ("next_gen", I),
+    ("http_status", I),
+    ("content_hash", S),
+    ("updated_at", T),
+)
+
+# Every fetch attempt, failures included. outcome: ok, redirect, http_error, robots_denied,
+# blocked, error, deferred. slice: the commit slice (group of hosts) that wrote the row.
+FETCHES = _schema(
+    ("gen", I),
+    ("slice", I),
+    ("url_key", L),
+    ("url", S),
+    ("host", S),
+    ("depth", I),
+    ("outcome", S),
+    ("fetched_at", T),
+    ("http_status", I),
+    ("error_kind", S),
+    ("redirect_to", S),
+    ("content_type", S),
+    ("body_bytes", L),
+    ("is_truncated", B),
+    ("fetch_ms", I),
+    ("ip", S),
+    ("retry_after", D),
+)
+
+# Raw HTML of successful fetches: parse can be rerun without refetching.
+PAGES = _schema(
+    ("gen", I),
+    ("slice", I),
+    ("url_key", L),
+    ("url", S),
+    ("host", S),
+    ("depth", I),
+    ("fetched_at", T),
+    ("http_status", I),
+    ("content_type", S),
+    ("charset", S),
+    ("headers", MapType(S, S)),
+    ("body", BinaryType()),
+    ("is_truncated", B),
+    ("content_hash", S),
+)
+
+# Extracted documents. duplicate_of: url_key of the first copy (exact or near), else null.
+TEXTS = _schema(
+    ("gen", I),
+    ("url_key", L),
+    ("url", S),
+    ("host", S),
+    ("title", S),
+    ("text", S),
+    ("language", S),
+    ("text_chars", I),
+    ("content_hash", S),
+    ("simhash", L),
+    ("duplicate_of", L),
+    ("duplicate_kind", S),
+    ("error", S),
+)
+
+# Outbound links, normalised.
+LINKS = _schema(
+    ("gen", I),
+    ("src_key", L),
+    ("src_url", S),
+    ("dst_key", L),
+    ("dst_url", S),
+    ("dst_host", S),
+    ("anchor", S),
+)
+
+# A host's robots.txt, reused until expires_at.
+ROBOTS = _schema(
+    ("host", S),
+    ("fetched_at", T),
+    ("http_status", I),
+    ("body", S),
+    ("crawl_delay", D),
+    ("sitemaps", ArrayType(S)),
+    ("expires_at", T),
+    ("error_kind", S),
+)
+
+# One row per generation and stage. state: running, done, failed.
+GENERATIONS = _schema(
+    ("gen", I),
+    ("stage", S),
+    ("state", S),
+    ("started_at", T),
+    ("finished_at", T),
+    ("seconds", D),
+    ("counts", MapType(S, L)),
+)
+
+TABLES: dict[str, tuple[StructType, list[str]]] = {
+    "frontier": (FRONTIER, ["gen"]),
+    "crawldb": (CRAWLDB, []),
+    "fetches": (FETCHES, ["gen"]),
+    "pages": (PAGES, ["gen"]),
+    "texts": (TEXTS, ["gen"]),
+    "links": (LINKS, ["gen"]),
+    "robots": (ROBOTS, []),
+    "generations": (GENERATIONS, []),
+}

@@ -1,0 +1,122 @@
+"""The only code that reads or writes the Delta tables under a crawl root.
+
+A crawl root is a local folder or an ``s3a://``/``s3://`` URI; each table is the folder
+``ROOT/<name>``. Every write here is safe to retry: partition replacement with ``replaceWhere``,
+or MERGE with a deduplicated source.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from crawllib.schemas import TABLES
+
+log = logging.getLogger(__name__)
+
+
+def normalize_root(root: str) -> str:
+    """Local paths become absolute; URIs (s3a://, s3://, file:/, hdfs://) are kept as given."""
+    if "://" in root or root.startswith("file:"):
+        return root.rstrip("/")
+    return os.path.abspath(os.path.expanduser(root))
+
+
+def table_path(root: str, name: str) -> str:
+    if name not in TABLES:
+        raise KeyError(f"unknown table {name!r}; tables are: {', '.join(TABLES)}")
+    return f"{normalize_root(root)}/{name}"
+
+
+def init_tables(spark: SparkSession, root: str) -> list[str]:
+    """Create every table that does not exist yet (idempotent); return the names created."""
+    created = []
+    for name, (schema, partitions) in TABLES.items():
+        path = table_path(root, name)
+        if DeltaTable.isDeltaTable(spark, path):
+            continue
+        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+        if partitions:
+            builder = builder.partitionedBy(*partitions)
+        builder.execute()
+        created.append(name)
+    return created
+
+
+def exists(spark: SparkSession, root: str) -> bool:
+    return all(DeltaTable.isDeltaTable(spark, table_path(root, n)) for n in TABLES)
+
+
+def require(spark: SparkSession, root: str) -> None:
+    missing = [n for n in TABLES if not DeltaTable.isDeltaTable(spark, table_path(root, n))]
+    if missing:
+        raise FileNotFoundError(
+            f"{normalize_root(root)} is not a crawl root (missing tables: {', '.join(missing)}); "
+            f"run `crawl init {root}` first"
+        )
+
+
+def read(spark: SparkSession, root: str, name: str) -> DataFrame:
+    return spark.read.format("delta").load(table_path(root, name))
+
+
+def register_views(spark: SparkSession, root: str) -> None:
+    """Make every table queryable in SQL by its name (SELECT count(*) FROM frontier)."""
+    for name in TABLES:
+        read(spark, root, name).createOrReplaceTempView(name)
+
+
+def _conform(df: DataFrame, name: str) -> DataFrame:
+    """Select the table's columns in order, cast to its types (the write's output schema)."""
+    schema, _ = TABLES[name]
+    return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+
+
+def append(df: DataFrame, root: str, name: str, txn: tuple[str, int] | None = None) -> None:
+    """Append rows. With txn=(app_id, version) Delta skips a write it has already committed."""
+    writer = _conform(df, name).write.format("delta").mode("append")
+    if txn:
+        writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
+    writer.save(table_path(root, name))
+
+
+def replace_where(df: DataFrame, root: str, name: str, condition: str) -> None:
+    """Replace exactly the rows matching condition (e.g. "gen = 3") with df: rerun-safe."""
+    (
+        _conform(df, name)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", condition)
+        .save(table_path(root, name))
+    )
+
+
+def merge(
+    spark: SparkSession,
+    df: DataFrame,
+    root: str,
+    name: str,
+    keys: Iterable[str],
+    update: Mapping[str, str] | None = None,
+    insert: bool = True,
+    update_condition: str | None = None,
+) -> None:
+    """MERGE df into a table on keys (source deduplicated on them first).
+
+    update: column -> SQL expression over ``t`` (target) and ``s`` (source); None: no update.
+    """
+    keys = list(keys)
+    source = _conform(df, name).dropDuplicates(keys)
+    target = DeltaTable.forPath(spark, table_path(root, name))
+    condition = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+    builder = target.alias("t").merge(source.alias("s"), condition)
+    if update:
+        builder = builder.whenMatchedUpdate(condition=update_condition, set=dict(update))
+    if insert:
+        builder = builder.whenNotMatchedInsertAll()
+    builder.execute()
