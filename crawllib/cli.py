@@ -71,7 +71,7 @@ def cmd_seed(args: argparse.Namespace, cfg: Any) -> int:
     gen = generations.next_seed_gen(spark, args.root)
     report = seeding.seed(spark, args.root, args.file, cfg, gen)
     for r in report.rejected:
-        print(f"{args.file}:{r.line}: invalid seed {r.text!r}: {r.reason}", file=sys.stderr)
+        print(f"{r.where}: invalid seed {r.text!r}: {r.reason}", file=sys.stderr)
     print(
         f"seeded generation {report.gen}: {report.read} read, {report.valid} valid, "
         f"{len(report.rejected)} invalid, {report.added} new "

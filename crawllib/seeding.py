@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class Rejected:
-    line: int
+    where: str  # "FILE:LINE" for a text file, "FILE row N" for a CSV/Parquet table
     text: str
     reason: str
 
@@ -93,8 +93,9 @@ def seed(spark: SparkSession, root: str, path: str, cfg: Any, gen: int) -> SeedR
     """Normalise, dedup and write seeds as frontier rows of ``gen`` plus queued crawldb rows."""
     if not os.path.exists(path) and "://" not in path:
         raise FileNotFoundError(f"seed file {path} does not exist")
+    text_file = is_text_file(path)
     lines: Iterable[tuple[int, str]] = (
-        read_text_seeds(path) if is_text_file(path) else read_table_seeds(spark, path)
+        read_text_seeds(path) if text_file else read_table_seeds(spark, path)
     )
     report = SeedReport(gen=gen)
     rows: dict[int, tuple] = {}
@@ -102,7 +103,8 @@ def seed(spark: SparkSession, root: str, path: str, cfg: Any, gen: int) -> SeedR
         report.read += 1
         url, reason = check_url(text, cfg)
         if url is None:
-            report.rejected.append(Rejected(number, text, reason or "invalid"))
+            where = f"{path}:{number}" if text_file else f"{path} row {number}"
+            report.rejected.append(Rejected(where, text, reason or "invalid"))
             continue
         report.valid += 1
         host = host_of(url)

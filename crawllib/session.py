@@ -57,6 +57,8 @@ def spark_conf(cfg: Any) -> dict[str, str]:
             # Workers run the driver's interpreter (the project's venv).
             conf["spark.pyspark.python"] = sys.executable
             conf["spark.pyspark.driver.python"] = sys.executable
+            # Delta rebuilds table state with a shuffle; 50 partitions only cost time on one machine.
+            conf["spark.databricks.delta.snapshotPartitions"] = "2"
     if s.delta_jars == "download":
         jars = cached_jars(s.jars_cache)
         if jars:

@@ -1,0 +1,129 @@
+"""crawl init / seed / sql against real Delta tables under tmp_path (shared SparkSession)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from delta.tables import DeltaTable
+
+from crawllib import tables
+from crawllib.cli import main
+from crawllib.schemas import TABLES
+from tests.conftest import test_config_overrides
+
+SEEDS = """\
+# sample seeds, with cosmetic variants of one URL
+http://Site1.COM:80/a/../b/?z=1&a=2#frag
+http://site1.com/b/?a=2&z=1&utm_source=newsletter
+
+https://www.site2.org
+mailto:someone@site2.org
+not a url
+http://site3.net/photo.JPG
+HTTP://blog.site3.net/2026/11/post.html?sessionid=abc123
+"""
+
+
+def crawl(*argv: str) -> int:
+    args = list(argv)
+    for override in test_config_overrides():
+        args += ["--set", override]
+    return main(args)
+
+
+@pytest.fixture
+def root(tmp_path, spark):
+    path = str(tmp_path / "crawl")
+    assert crawl("init", path) == 0
+    return path
+
+
+def frontier_json(root, capsys) -> list[dict]:
+    capsys.readouterr()
+    assert (
+        crawl("sql", root, "SELECT url, depth, gen FROM frontier ORDER BY url", "--format", "json")
+        == 0
+    )
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_init_creates_every_table_idempotently(spark, root, capsys):
+    for name, (_, partitions) in TABLES.items():
+        path = tables.table_path(root, name)
+        assert DeltaTable.isDeltaTable(spark, path), name
+        detail = DeltaTable.forPath(spark, path).detail().collect()[0]
+        assert list(detail["partitionColumns"]) == partitions
+    capsys.readouterr()
+    assert crawl("init", root) == 0
+    assert "already initialised" in capsys.readouterr().out
+    assert DeltaTable.forPath(spark, tables.table_path(root, "frontier")).history().count() == 1
+
+
+def test_seed_normalises_dedups_and_names_invalid_lines(root, tmp_path, capsys):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(SEEDS)
+    assert crawl("seed", root, str(seeds)) == 0
+    out, err = capsys.readouterr()
+    assert f"{seeds}:6: invalid seed 'mailto:someone@site2.org': unsupported scheme 'mailto'" in err
+    assert f"{seeds}:7: invalid seed 'not a url'" in err
+    assert f"{seeds}:8:" in err and "skip_extensions" in err
+    assert ":2:" not in err and ":9:" not in err
+    assert "3 new" in out
+    assert frontier_json(root, capsys) == [
+        {"url": "http://blog.site3.net/2026/11/post.html", "depth": 0, "gen": 0},
+        {"url": "http://site1.com/b/?a=2&z=1", "depth": 0, "gen": 0},
+        {"url": "https://www.site2.org/", "depth": 0, "gen": 0},
+    ]
+    capsys.readouterr()
+    assert crawl("seed", root, str(seeds)) == 0
+    assert "0 new" in capsys.readouterr().out
+    assert len(frontier_json(root, capsys)) == 3
+    capsys.readouterr()
+    assert (
+        crawl(
+            "sql",
+            root,
+            "SELECT status, count(*) AS n FROM crawldb GROUP BY status",
+            "--format",
+            "csv",
+        )
+        == 0
+    )
+    assert capsys.readouterr().out.splitlines() == ["status,n", "queued,3"]
+
+
+def test_seed_from_csv_and_parquet(spark, root, tmp_path, capsys):
+    csv = tmp_path / "seeds.csv"
+    csv.write_text("url,label\nhttp://a.site4.com/x,ok\nftp://a.site4.com/,bad\n")
+    assert crawl("seed", root, str(csv)) == 0
+    out, err = capsys.readouterr()
+    assert "seeds.csv row 2: invalid seed 'ftp://a.site4.com/': unsupported scheme 'ftp'" in err
+    parquet = str(tmp_path / "seeds.parquet")
+    spark.createDataFrame(
+        [("http://b.site4.com/",), ("http://a.site4.com/x",)], "url string"
+    ).write.parquet(parquet)
+    assert crawl("seed", root, parquet) == 0
+    out, err = capsys.readouterr()
+    assert "1 new" in out
+    urls = [r["url"] for r in frontier_json(root, capsys)]
+    assert urls == ["http://a.site4.com/x", "http://b.site4.com/"]
+
+
+def test_bad_inputs_exit_2_with_a_message(root, tmp_path, capsys):
+    assert crawl("seed", root, str(tmp_path / "missing.txt")) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert crawl("seed", str(tmp_path / "nowhere"), str(tmp_path / "missing.txt")) == 2
+    assert "crawl init" in capsys.readouterr().err
+    assert crawl("init", root, "--set", "crawl.max_depth=deep") == 2
+    assert "crawl.max_depth" in capsys.readouterr().err
+
+
+def test_sql_sees_every_table_and_formats(root, capsys):
+    for name in TABLES:
+        capsys.readouterr()
+        assert crawl("sql", root, f"SELECT count(*) AS n FROM {name}", "--format", "json") == 0
+        assert capsys.readouterr().out.strip() == '{"n": 0}'
+    assert crawl("sql", root, "SELECT 1 AS a, 'x' AS b") == 0
+    out = capsys.readouterr().out
+    assert "| a | b |" in out and "(1 row)" in out
