@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from crawllib.config import ConfigError, load_config
+from crawllib.errors import StageOrderError
 
 log = logging.getLogger("crawllib")
 
@@ -97,6 +98,97 @@ def cmd_sql(args: argparse.Namespace, cfg: Any) -> int:
     return 0
 
 
+def _stage_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("--gen", type=int, required=True, help="generation number")
+    p.add_argument("--force", action="store_true", help="rerun even if already done (idempotent)")
+
+
+def _stage_command(stage: str) -> Callable[..., int]:
+    def run(args: argparse.Namespace, cfg: Any) -> int:
+        from crawllib import pipeline, tables
+        from crawllib.session import get_spark
+
+        spark = get_spark(cfg)
+        tables.require(spark, args.root)
+        counts = pipeline.run_stage(spark, args.root, cfg, args.gen, stage, force=args.force)
+        if counts is None:
+            print(f"generation {args.gen} {stage}: already done; nothing to do (--force reruns it)")
+        else:
+            print(
+                f"generation {args.gen} {stage}: done "
+                + " ".join(f"{k}={v}" for k, v in counts.items())
+            )
+        return 0
+
+    return run
+
+
+for _stage, _help in (
+    ("plan", "plan generation N: frontier -> fetch list (anti-joins, depth, caps, budgets)"),
+    ("fetch", "fetch generation N's fetch list (polite, robots.txt, in slices)"),
+    ("parse", "parse generation N's pages: texts, duplicates, links, next frontier"),
+    ("update", "update crawldb from generation N's fetches (states, retries, redirects)"),
+):
+    command(_stage, _help, _stage_args)(_stage_command(_stage))
+
+
+def _generation_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("--gen", type=int, default=None, help="generation (default: the next one due)")
+
+
+@command("generation", "run all four stages of one generation", _generation_args)
+def cmd_generation(args: argparse.Namespace, cfg: Any) -> int:
+    from crawllib import pipeline, tables
+    from crawllib.session import get_spark
+
+    spark = get_spark(cfg)
+    tables.require(spark, args.root)
+    gen = pipeline.run_generation(spark, args.root, cfg, args.gen)
+    print(f"generation {gen}: done")
+    return 0
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("--seeds", default=None, help="seed file (idempotent: known URLs are skipped)")
+    p.add_argument(
+        "--generations", type=int, required=True, help="crawl until this many generations are done"
+    )
+
+
+@command("run", "init if needed, seed, then run generations", _run_args)
+def cmd_run(args: argparse.Namespace, cfg: Any) -> int:
+    from crawllib import pipeline
+    from crawllib.session import get_spark
+
+    spark = get_spark(cfg)
+    ran = pipeline.run_crawl(spark, args.root, cfg, args.seeds, args.generations)
+    if ran:
+        print(f"ran generation{'s' if len(ran) > 1 else ''} {', '.join(map(str, ran))}")
+    else:
+        print(
+            f"nothing to do: the crawl at {args.root} already has its {args.generations} generations or nothing left to fetch"
+        )
+    return 0
+
+
+@command("status", "print each generation's stages: state, time, counts, items/s", _root)
+def cmd_status(args: argparse.Namespace, cfg: Any) -> int:
+    from crawllib import generations, tables
+    from crawllib.output import write_table
+    from crawllib.session import get_spark
+
+    spark = get_spark(cfg)
+    tables.require(spark, args.root)
+    write_table(
+        ["gen", "stage", "state", "seconds", "items/s", "counts"],
+        generations.status_rows(spark, args.root),
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crawl", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -140,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _, _, fn = COMMANDS[args.command]
     try:
         return fn(args, cfg)
-    except (FileNotFoundError, ValueError) as exc:
+    except (FileNotFoundError, ValueError, StageOrderError) as exc:
         if type(exc).__module__.startswith(("pyspark", "py4j")):
             raise
         print(f"crawl {args.command}: {exc}", file=sys.stderr)

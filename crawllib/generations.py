@@ -1,6 +1,13 @@
-"""Which generation is where: the ``generations`` table (one row per generation and stage)."""
+"""Which generation is where: the ``generations`` table (one row per stage run and state).
+
+A stage run appends a ``running`` row when it starts and a ``done`` (with counts) or ``failed``
+row when it ends; the latest row of a (gen, stage) is its state. Counts go here, not into Spark
+accumulators, so a retried task never counts twice.
+"""
 
 from __future__ import annotations
+
+import datetime as dt
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -8,6 +15,8 @@ from pyspark.sql import functions as F
 from crawllib import tables
 
 STAGES = ("plan", "fetch", "parse", "update")
+# The count that measures a stage's throughput (items per second in `crawl status`).
+THROUGHPUT_KEY = {"plan": "candidates", "fetch": "urls", "parse": "pages", "update": "urls"}
 
 
 def stage_states(spark: SparkSession, root: str) -> dict[tuple[int, str], str]:
@@ -15,7 +24,7 @@ def stage_states(spark: SparkSession, root: str) -> dict[tuple[int, str], str]:
     rows = (
         tables.read(spark, root, "generations")
         .groupBy("gen", "stage")
-        .agg(F.max_by("state", "started_at").alias("state"))
+        .agg(F.max_by("state", F.struct("finished_at", "started_at")).alias("state"))
         .collect()
     )
     return {(r["gen"], r["stage"]): r["state"] for r in rows}
@@ -23,5 +32,77 @@ def stage_states(spark: SparkSession, root: str) -> dict[tuple[int, str], str]:
 
 def next_seed_gen(spark: SparkSession, root: str) -> int:
     """The first generation not yet planned: new seeds join it."""
-    planned = [gen for (gen, stage), state in stage_states(spark, root).items() if stage == "plan"]
+    planned = [gen for (gen, stage), _ in stage_states(spark, root).items() if stage == "plan"]
     return max(planned) + 1 if planned else 0
+
+
+def next_gen(states: dict[tuple[int, str], str]) -> int:
+    """The generation due: the first not fully done (0 on a new crawl)."""
+    done = sorted({g for (g, s), st in states.items() if s == "update" and st == "done"})
+    started = sorted({g for (g, _s) in states})
+    for gen in started:
+        if gen not in done:
+            return gen
+    return done[-1] + 1 if done else 0
+
+
+def done_gens(states: dict[tuple[int, str], str]) -> list[int]:
+    return sorted(g for (g, s), st in states.items() if s == "update" and st == "done")
+
+
+def record(
+    spark: SparkSession,
+    root: str,
+    gen: int,
+    stage: str,
+    state: str,
+    started_at: dt.datetime,
+    counts: dict[str, int] | None = None,
+) -> None:
+    finished = None if state == "running" else dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    seconds = (finished - started_at).total_seconds() if finished else None
+    row = (
+        gen,
+        stage,
+        state,
+        started_at,
+        finished,
+        seconds,
+        {k: int(v) for k, v in (counts or {}).items()},
+    )
+    df = spark.createDataFrame(
+        [row],
+        "gen int, stage string, state string, started_at timestamp, finished_at timestamp, "
+        "seconds double, counts map<string,bigint>",
+    )
+    tables.append(df, root, "generations")
+
+
+def status_rows(spark: SparkSession, root: str) -> list[tuple]:
+    """One row per (gen, stage), latest state: for `crawl status`."""
+    latest = (
+        tables.read(spark, root, "generations")
+        .withColumn("order", F.struct(F.coalesce("finished_at", "started_at"), "started_at"))
+        .groupBy("gen", "stage")
+        .agg(F.max_by(F.struct("state", "seconds", "counts", "started_at"), "order").alias("r"))
+        .select("gen", "stage", "r.*")
+        .collect()
+    )
+    order = {s: i for i, s in enumerate(STAGES)}
+    out = []
+    for r in sorted(latest, key=lambda r: (r["gen"], order.get(r["stage"], 9))):
+        counts = dict(r["counts"] or {})
+        items = counts.get(THROUGHPUT_KEY.get(r["stage"], ""), None)
+        rate = round(items / r["seconds"], 1) if items is not None and r["seconds"] else None
+        summary = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()) if v)
+        out.append(
+            (
+                r["gen"],
+                r["stage"],
+                r["state"],
+                r["seconds"] and round(r["seconds"], 1),
+                rate,
+                summary,
+            )
+        )
+    return out

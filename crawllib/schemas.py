@@ -66,6 +66,19 @@ CRAWLDB = _schema(
     ("updated_at", T),
 )
 
+# What plan chose for a generation: the fetch stage's input. slot: the politeness key value
+# (host or registered domain); slice: commit group of slots (pmod(hash(slot), storage.fetch_slices)).
+FETCHLIST = _schema(
+    ("gen", I),
+    ("slice", I),
+    ("url", S),
+    ("url_key", L),
+    ("host", S),
+    ("domain", S),
+    ("depth", I),
+    ("slot", S),
+)
+
 # Every fetch attempt, failures included. outcome: ok, redirect, http_error, robots_denied,
 # blocked, error, deferred. slice: the commit slice (group of hosts) that wrote the row.
 FETCHES = _schema(
@@ -160,6 +173,7 @@ GENERATIONS = _schema(
 TABLES: dict[str, tuple[StructType, list[str]]] = {
     "frontier": (FRONTIER, ["gen"]),
     "crawldb": (CRAWLDB, []),
+    "fetchlist": (FETCHLIST, ["gen"]),
     "fetches": (FETCHES, ["gen"]),
     "pages": (PAGES, ["gen"]),
     "texts": (TEXTS, ["gen"]),

@@ -117,6 +117,9 @@ def seed(spark: SparkSession, root: str, path: str, cfg: Any, gen: int) -> SeedR
     known = tables.read(spark, root, "crawldb").select("url_key")
     new = df.join(known, on="url_key", how="left_anti").cache()
     report.added = new.count()
+    if not report.added:
+        new.unpersist()
+        return report
     now = F.current_timestamp()
     frontier = new.select(
         F.lit(gen).alias("gen"),

@@ -1,0 +1,111 @@
+"""Running stages and generations: order, prerequisites, skip-if-done, bookkeeping.
+
+Every stage is idempotent on its own; this module adds the rules a scheduler relies on: a stage
+runs only after its predecessor is done, a stage already done is skipped (``force`` reruns it),
+and each run is recorded in the ``generations`` table with its counts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import logging
+import time
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from crawllib import generations, seeding, tables
+from crawllib.errors import StageOrderError
+
+log = logging.getLogger(__name__)
+
+
+def prerequisite(gen: int, stage: str) -> tuple[int, str] | None:
+    i = generations.STAGES.index(stage)
+    if i > 0:
+        return gen, generations.STAGES[i - 1]
+    return (gen - 1, "update") if gen > 0 else None
+
+
+def run_stage(
+    spark: SparkSession, root: str, cfg: Any, gen: int, stage: str, force: bool = False
+) -> dict | None:
+    """Run one stage of one generation; None when it was already done (and not forced)."""
+    if stage not in generations.STAGES:
+        raise ValueError(f"unknown stage {stage!r}; stages are: {', '.join(generations.STAGES)}")
+    states = generations.stage_states(spark, root)
+    if states.get((gen, stage)) == "done" and not force:
+        log.info("gen %d %s: already done, skipped", gen, stage)
+        return None
+    before = prerequisite(gen, stage)
+    if before and states.get(before) != "done":
+        raise StageOrderError(
+            f"cannot run {stage} of generation {gen}: {before[1]} of generation {before[0]} is not done"
+        )
+    module = importlib.import_module(f"crawllib.stages.{stage}")
+    started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    generations.record(spark, root, gen, stage, "running", started)
+    t0 = time.monotonic()
+    log.info("gen %d %s: started", gen, stage)
+    try:
+        counts = module.run(spark, root, cfg, gen)
+    except BaseException:
+        generations.record(spark, root, gen, stage, "failed", started)
+        raise
+    generations.record(spark, root, gen, stage, "done", started, counts)
+    log.info("gen %d %s: done in %.1fs %s", gen, stage, time.monotonic() - t0, counts)
+    return counts
+
+
+def pending_urls(spark: SparkSession, root: str, gen: int) -> int:
+    """URLs still to fetch: queued or failed in crawldb (due now or later), or new in gen's frontier."""
+    crawldb = tables.read(spark, root, "crawldb")
+    due = crawldb.filter(F.col("status").isin("queued", "failed")).count()
+    if due:
+        return due
+    frontier = tables.read(spark, root, "frontier").filter(F.col("gen") == gen).select("url_key")
+    return frontier.join(crawldb.select("url_key"), on="url_key", how="left_anti").count()
+
+
+def run_generation(spark: SparkSession, root: str, cfg: Any, gen: int | None = None) -> int:
+    """Run every stage of one generation (the next due when gen is None); return its number."""
+    if gen is None:
+        gen = generations.next_gen(generations.stage_states(spark, root))
+    for stage in generations.STAGES:
+        run_stage(spark, root, cfg, gen, stage)
+    return gen
+
+
+def run_crawl(
+    spark: SparkSession, root: str, cfg: Any, seeds: str | None, generations_wanted: int
+) -> list[int]:
+    """Init if needed, seed, then run generations until ``generations_wanted`` are done.
+
+    Returns the generations run now; empty when the crawl had already done them (or has
+    nothing left to fetch).
+    """
+    created = tables.init_tables(spark, root)
+    if created:
+        log.info("initialised crawl root %s", tables.normalize_root(root))
+    if seeds:
+        report = seeding.seed(spark, root, seeds, cfg, generations.next_seed_gen(spark, root))
+        for r in report.rejected:
+            log.warning("%s: invalid seed %r: %s", r.where, r.text, r.reason)
+        log.info(
+            "seeds: %d valid, %d new, %d invalid", report.valid, report.added, len(report.rejected)
+        )
+    ran = []
+    while True:
+        states = generations.stage_states(spark, root)
+        gen = generations.next_gen(states)
+        if gen >= generations_wanted:
+            break
+        partly_done = any((gen, s) in states for s in generations.STAGES)
+        if not partly_done and pending_urls(spark, root, gen) == 0:
+            log.info("gen %d: nothing left to fetch; the crawl is complete", gen)
+            break
+        run_generation(spark, root, cfg, gen)
+        ran.append(gen)
+    return ran

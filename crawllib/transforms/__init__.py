@@ -1,0 +1,1 @@
+"""DataFrame -> DataFrame steps of each stage (pure transformations, no reads or writes)."""
