@@ -100,17 +100,35 @@ def cmd_sql(args: argparse.Namespace, cfg: Any) -> int:
 
 def _stage_args(p: argparse.ArgumentParser) -> None:
     _root(p)
-    p.add_argument("--gen", type=int, required=True, help="generation number")
+    p.add_argument(
+        "--gen", type=_gen_arg, required=True, help="generation number, or 'next' (the one due)"
+    )
     p.add_argument("--force", action="store_true", help="rerun even if already done (idempotent)")
+
+
+def _gen_arg(text: str) -> int | str:
+    if text == "next":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--gen {text!r}: expected a generation number or 'next'"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--gen {text!r}: generations start at 0")
+    return value
 
 
 def _stage_command(stage: str) -> Callable[..., int]:
     def run(args: argparse.Namespace, cfg: Any) -> int:
-        from crawllib import pipeline, tables
+        from crawllib import generations, pipeline, tables
         from crawllib.session import get_spark
 
         spark = get_spark(cfg)
         tables.require(spark, args.root)
+        if args.gen == "next":
+            args.gen = pipeline.due_gen(generations.stage_states(spark, args.root), stage)
         counts = pipeline.run_stage(spark, args.root, cfg, args.gen, stage, force=args.force)
         if counts is None:
             print(f"generation {args.gen} {stage}: already done; nothing to do (--force reruns it)")

@@ -59,6 +59,22 @@ def run_stage(
     return counts
 
 
+def due_gen(states: dict[tuple[int, str], str], stage: str) -> int:
+    """The generation a stage should run next: its prerequisite done, itself not done."""
+    if stage == "plan":
+        return generations.next_gen(states)
+    before = generations.STAGES[generations.STAGES.index(stage) - 1]
+    ready = sorted(
+        g
+        for (g, s), st in states.items()
+        if s == before and st == "done" and states.get((g, stage)) != "done"
+    )
+    if ready:
+        return ready[0]
+    done = [g for (g, s), st in states.items() if s == stage and st == "done"]
+    return max(done) if done else 0  # already done: run_stage will say so
+
+
 def pending_urls(spark: SparkSession, root: str, gen: int) -> int:
     """URLs still to fetch: queued or failed in crawldb (due now or later), or new in gen's frontier."""
     crawldb = tables.read(spark, root, "crawldb")
