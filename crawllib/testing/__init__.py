@@ -1,0 +1,45 @@
+"""The built-in multi-host test web: one aiohttp server on 127.0.0.1, many virtual hosts.
+
+Used by the tests, the benchmarks and ``crawl demo``. Content is generated from
+``(seed, host, path)`` on each request, never stored, so the same :class:`WebSpec` serves the
+same bytes in every run, from a few hosts to hundreds of hosts and ~100k pages.
+
+* :mod:`crawllib.testing.site` - :class:`WebSpec`, regular hosts, link graph, link forms;
+* :mod:`crawllib.testing.special` - the special hosts (robots variants, traps, mirrors,
+  errors...), with a table of each host's behaviour and paths;
+* :mod:`crawllib.testing.web` - :class:`TestWeb` (async) and :func:`serve_in_thread` (sync);
+* :mod:`crawllib.testing.truth` - ``expected_fetches`` / ``expected_attempts``: what a correct
+  crawl fetches, computed from the generator with independent URL and robots rules.
+
+A crawler reaches the virtual hosts through its static resolve map, ``web.resolve``
+(``{host: "127.0.0.1:PORT"}``); pages write absolute links as ``http://host/...`` (port 80).
+``python -m crawllib.testing --hosts 20 --port 8080`` serves until Ctrl-C.
+"""
+
+from crawllib.testing.site import Site, WebSpec, regular_host_name
+from crawllib.testing.special import SPECIAL_HOSTS
+from crawllib.testing.truth import (
+    Expected,
+    canonical_url,
+    expect,
+    expected_attempts,
+    expected_fetches,
+    is_private_host,
+)
+from crawllib.testing.web import LogRecord, TestWeb, serve_in_thread
+
+__all__ = [
+    "SPECIAL_HOSTS",
+    "Expected",
+    "LogRecord",
+    "Site",
+    "TestWeb",
+    "WebSpec",
+    "canonical_url",
+    "expect",
+    "expected_attempts",
+    "expected_fetches",
+    "is_private_host",
+    "regular_host_name",
+    "serve_in_thread",
+]

@@ -1,0 +1,202 @@
+"""Special hosts of the test web: each shows one behaviour a crawler meets on the real web.
+
+Every special host's home page ``/`` is a 200 HTML page linking (root-relative) to the paths
+in the "linked from /" column; other paths answer 404 unless listed. robots.txt allows
+everything unless the table says otherwise.
+
+| host | behaviour | linked from ``/`` (and other served paths) |
+|---|---|---|
+| robots404.net | robots.txt is 404: all allowed | /a.html, /private/b.html |
+| robotsallow.com | ``Disallow: /private/`` + ``Allow: /private/open/`` | /public.html, /private/secret.html (denied), /private/open/info.html |
+| robotsdelay.org | ``Crawl-delay: 2`` | /d/1.html, /d/2.html, /d/3.html |
+| robots5xx.net | robots.txt is 503: the whole host is disallowed (even /) | /a.html |
+| robotsredirect.com | /robots.txt 301 -> /rules/robots.txt (``Disallow: /blocked/``) | /open.html, /blocked/x.html (denied) |
+| robotspattern.org | ``Disallow: /*.php$`` and ``Disallow: /*/drafts/`` | /index.php (denied), /index.php.html, /blog/drafts/1.html (denied), /drafts/1.html, /blog/post.html |
+| robotsagent.net | group ``crawllib``: ``Disallow: /nocrawllib/``; group ``*``: ``Disallow: /members/``; group ``otherbot``: ``Disallow: /`` | /public.html, /members/1.html, /nocrawllib/1.html |
+| robotsbig.org | 600 KiB robots.txt: ``Disallow: /early/`` first, ``Disallow: /late/`` after 600 KiB (ignored: beyond 500 KiB) | /ok.html, /early/1.html (denied), /late/1.html |
+| trapcalendar.com | endless calendar: /cal/Y/M links to the previous and next month | /cal/2026/11 (any /cal/Y/M, 1000 <= Y <= 9999) |
+| sessiontrap.net | session ids: every link carries ``?sid=<random per request>`` or ``;jsessionid=<random>``; the page ignores them | /item/1.html?sid=..., /item/2.html;jsessionid=... (/item/<n>.html links to n+1 and 2n) |
+| deeptrap.org | endless depth: /deep/a/ links to /deep/a/b/, then /deep/a/b/c/ ... (letters wrap after z) | /deep/a/ |
+| mirror.net | exact mirror of the first regular host (same bytes as site0.net for every path) | the same paths as site0.net |
+| neardup.org | near-duplicates: /v/<n>.html (n < 10) differ by one word and a date line | /v/0.html .. /v/9.html |
+| err500.com | 500 always | /broken.html |
+| flaky.net | 503 for the first ``WebSpec.flaky_failures`` (2) requests of the URL, then 200 | /flaky.html |
+| notfound.org | 404; soft 404 (200 with "Page not found") | /missing.html (404), /soft404.html (200) |
+| ratelimit.com | 429 + ``Retry-After: 1``: on the first request only, or always | /limited.html (429 then 200), /always429.html |
+| slow.net | headers after ``slow_seconds`` (3 s); body trickled over ``slow_seconds`` | /slow.html, /trickle.html |
+| dropped.org | connection closed mid-body; closed before any status line | /drop.html, /drop-early.html |
+| redirects.com | chain 301 -> 302 -> 307 -> 200; loop 301 <-> 302 | /chain/start (-> /chain/2 -> /chain/3 -> /chain/end.html), /loop/a (<-> /loop/b) |
+| bigbody.net | 40 MiB HTML body (``big_body_bytes``), streamed, with Content-Length | /big.html |
+| gzipbomb.org | ~1 MB gzip body (Content-Encoding: gzip) inflating to 1 GiB of zeros | /bomb.html |
+| filetypes.com | non-HTML: image/png, application/pdf, application/json | /img/logo, /files/report.pdf, /api/data.json |
+| charsets.net | Latin-1 bytes labelled utf-8; no charset anywhere (UTF-8 body); charset in ``<meta>`` only (Latin-1) | /latin1.html, /nocharset.html, /meta.html |
+| brokenhtml.org | unclosed tags (still links /after.html); garbage bytes | /unclosed.html (-> /after.html), /garbage.html |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from crawllib.testing import traps
+from crawllib.testing.content import (
+    Route,
+    fixed_route,
+    redirect_route,
+    simple_page,
+    status_route,
+    text_route,
+)
+from crawllib.testing.payloads import (
+    PDF,
+    UNCLOSED,
+    big_robots,
+    charset_page,
+    garbage_page,
+    png_bytes,
+)
+
+if TYPE_CHECKING:
+    from crawllib.testing.site import Site
+
+ALLOW_ALL = "User-agent: *\nDisallow:\n"
+MIRRORED = 0  # index of the regular host that mirror.net copies
+
+Make = Callable[["Site", str, str], Route]  # (site, host, path) -> Route
+
+
+def _page(*links: str, heading: str = "") -> Make:
+    return lambda site, host, path: simple_page(site.spec.seed, host, path, ["/", *links], heading)
+
+
+def _robots(text: str) -> Make:
+    return lambda site, host, path: text_route(text)
+
+
+def _status(code: int, *headers: tuple[str, str]) -> Make:
+    return lambda site, host, path: status_route(code, *headers)
+
+
+def _redirect(code: int, location: str) -> Make:
+    return lambda site, host, path: redirect_route(code, location)
+
+
+def _behaviour(name: str) -> Make:
+    def make(site: Site, host: str, path: str) -> Route:
+        return dataclasses.replace(_page()(site, host, path), behaviour=name)
+
+    return make
+
+
+def _fixed(body: Callable[[], bytes], content_type: str, links: tuple[str, ...] = ()) -> Make:
+    return lambda site, host, path: dataclasses.replace(
+        fixed_route(body, content_type), links=links
+    )
+
+
+def _pages(*paths: str) -> dict[str, Make]:
+    return {p: _page() for p in paths}
+
+
+# host -> {path: Make}. ``/`` links to every path in order, except those in HIDDEN;
+# ``/robots.txt`` is ALLOW_ALL unless given. Pattern hosts (traps, mirror) are in ``traps``.
+HOSTS: dict[str, dict[str, Make]] = {
+    "robots404.net": {"/robots.txt": _status(404), **_pages("/a.html", "/private/b.html")},
+    "robotsallow.com": {
+        "/robots.txt": _robots("User-agent: *\nDisallow: /private/\nAllow: /private/open/\n"),
+        **_pages("/public.html", "/private/secret.html", "/private/open/info.html"),
+    },
+    "robotsdelay.org": {
+        "/robots.txt": _robots("User-agent: *\nCrawl-delay: 2\nDisallow:\n"),
+        **_pages("/d/1.html", "/d/2.html", "/d/3.html"),
+    },
+    "robots5xx.net": {"/robots.txt": _status(503), **_pages("/a.html")},
+    "robotsredirect.com": {
+        "/robots.txt": _redirect(301, "/rules/robots.txt"),
+        "/rules/robots.txt": _robots("User-agent: *\nDisallow: /blocked/\n"),
+        **_pages("/open.html", "/blocked/x.html"),
+    },
+    "robotspattern.org": {
+        "/robots.txt": _robots("User-agent: *\nDisallow: /*.php$\nDisallow: /*/drafts/\n"),
+        **_pages(
+            "/index.php",
+            "/index.php.html",
+            "/blog/drafts/1.html",
+            "/drafts/1.html",
+            "/blog/post.html",
+        ),
+    },
+    "robotsagent.net": {
+        "/robots.txt": _robots(
+            "User-agent: *\nDisallow: /members/\n\n"
+            "User-agent: crawllib\nDisallow: /nocrawllib/\n\n"
+            "User-agent: otherbot\nDisallow: /\n"
+        ),
+        **_pages("/public.html", "/members/1.html", "/nocrawllib/1.html"),
+    },
+    "robotsbig.org": {
+        "/robots.txt": _fixed(big_robots, "text/plain"),
+        **_pages("/ok.html", "/early/1.html", "/late/1.html"),
+    },
+    **{host: {} for host in traps.PATTERN_HOSTS},
+    "err500.com": {"/broken.html": _status(500)},
+    "flaky.net": {"/flaky.html": _behaviour("flaky")},
+    "notfound.org": {
+        "/missing.html": _status(404),
+        "/soft404.html": _page(heading="Page not found"),
+    },
+    "ratelimit.com": {
+        "/limited.html": _behaviour("first429"),
+        "/always429.html": _status(429, ("Retry-After", "1")),
+    },
+    "slow.net": {"/slow.html": _behaviour("slow"), "/trickle.html": _behaviour("trickle")},
+    "dropped.org": {"/drop.html": _behaviour("drop"), "/drop-early.html": _behaviour("drop_early")},
+    "redirects.com": {
+        "/chain/start": _redirect(301, "http://redirects.com/chain/2"),
+        "/chain/2": _redirect(302, "/chain/3"),
+        "/chain/3": _redirect(307, "end.html"),
+        "/chain/end.html": _page(heading="End of the chain"),
+        "/loop/a": _redirect(301, "/loop/b"),
+        "/loop/b": _redirect(302, "http://redirects.com/loop/a"),
+    },
+    "bigbody.net": {"/big.html": _behaviour("big")},
+    "gzipbomb.org": {"/bomb.html": _behaviour("bomb")},
+    "filetypes.com": {
+        "/img/logo": _fixed(png_bytes, "image/png"),
+        "/files/report.pdf": _fixed(lambda: PDF, "application/pdf"),
+        "/api/data.json": _fixed(lambda: b'{"ok": true, "items": [1, 2, 3]}', "application/json"),
+    },
+    "charsets.net": {
+        "/latin1.html": _fixed(
+            charset_page("iso-8859-1", False), "text/html; charset=utf-8", ("/",)
+        ),
+        "/nocharset.html": _fixed(charset_page("utf-8", False), "text/html", ("/",)),
+        "/meta.html": _fixed(charset_page("iso-8859-1", True), "text/html", ("/",)),
+    },
+    "brokenhtml.org": {
+        "/unclosed.html": _fixed(lambda: UNCLOSED, "text/html", ("/after.html",)),
+        "/garbage.html": lambda site, host, path: fixed_route(garbage_page(site.spec.seed)),
+        "/after.html": _page(),
+    },
+}
+HIDDEN = frozenset(
+    {"/robots.txt", "/rules/robots.txt", "/chain/2", "/chain/3", "/chain/end.html", "/loop/b"}
+    | {"/after.html"}
+)
+SPECIAL_HOSTS = tuple(HOSTS)
+
+
+def route(site: Site, host: str, path: str, query: str, nonce: str) -> Route | None:
+    """Route of a special host, or None (404)."""
+    if host == "mirror.net":
+        return site.regular_route(MIRRORED, path) if site.regular else None
+    paths = HOSTS[host]
+    if path in paths:
+        return paths[path](site, host, path)
+    if path == "/robots.txt":
+        return text_route(ALLOW_ALL)
+    if path == "/":
+        linked = [p for p in paths if p not in HIDDEN] or traps.home_links(host, nonce)
+        return simple_page(site.spec.seed, host, "/", linked, f"{host}: test web")
+    return traps.route(site.spec.seed, host, path, nonce)
