@@ -207,6 +207,19 @@ def cmd_status(args: argparse.Namespace, cfg: Any) -> int:
     return 0
 
 
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", default=".crawl/demo", help="crawl root (recreated each run)")
+    p.add_argument("--generations", type=int, default=3)
+    p.add_argument("--hosts", type=int, default=12, help="regular hosts in the test web")
+
+
+@command("demo", "crawl the built-in test web on 127.0.0.1 and show the results", _demo_args)
+def cmd_demo(args: argparse.Namespace, cfg: Any) -> int:
+    from crawllib.demo import run_demo
+
+    return run_demo(cfg, args.root, args.generations, args.hosts)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crawl", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
