@@ -1,0 +1,69 @@
+"""plan(N): frontier gen N + crawldb -> fetchlist gen N, and crawldb updated to match.
+
+Candidates are the new URLs of frontier gen N (deduped, not in crawldb) and the crawldb URLs due
+in N (status queued or failed, next_gen <= N). New URLs are inserted into crawldb (queued, or
+filtered with reason depth/extension/length/budget); known URLs past a budget become filtered
+(budget); URLs past the per-host cap of the generation stay as they are with next_gen = N + 1.
+The chosen URLs are the fetchlist of gen N. Chosen known URLs are not changed: fetch and update
+will.
+
+Idempotency. Writes: fetchlist first (replaceWhere gen = N), crawldb MERGE last, so a crash
+before the MERGE leaves crawldb as it was and a rerun starts from the same inputs. After a
+complete run, a rerun sees: no new URLs (all now in crawldb), the chosen URLs (queued,
+next_gen <= N, last_gen untouched), and not the ones it filtered or deferred (filtered, or
+next_gen = N + 1). Because every ranking (budgets, cap) is by the total order (depth, url_key),
+a chosen URL's rank among this subset is at most its rank among the first run's candidates and
+the attempted counts behind the budgets are unchanged (plan never sets last_gen); so the rerun
+chooses exactly the same URLs, writes the same fetchlist and has nothing to MERGE. Its counts
+describe what it saw (candidates = planned), not the first run's.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from crawllib import tables
+from crawllib.transforms.plan import (
+    PENDING_STATUSES,
+    count_decisions,
+    crawldb_changes,
+    plan_decisions,
+    to_fetchlist,
+)
+
+log = logging.getLogger(__name__)
+
+# Only plan's own decisions: a row that left queued/failed since it was read is not touched.
+_MERGE_GUARD = "t.status IN ({})".format(", ".join(f"'{s}'" for s in PENDING_STATUSES))
+_MERGE_UPDATE = {c: f"s.{c}" for c in ("status", "reason", "next_gen", "updated_at")}
+
+
+def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
+    """Plan generation ``gen``; return the counts (candidates, planned, filtered_depth,
+    filtered_extension, filtered_length, filtered_budget, deferred_cap, hosts, slices).
+    """
+    frontier = tables.read(spark, root, "frontier").where(F.col("gen") == gen)
+    crawldb = tables.read(spark, root, "crawldb")
+    # Cached for speed only: every use below runs before the crawldb MERGE commits, so a
+    # recomputation would read the same crawldb version.
+    decided = plan_decisions(frontier, crawldb, cfg, gen).persist()
+    try:
+        counts = {k: int(v) for k, v in count_decisions(decided, cfg).first().asDict().items()}
+        log.info("plan gen %d: %s", gen, counts)
+        tables.replace_where(to_fetchlist(decided, cfg, gen), root, "fetchlist", f"gen = {gen}")
+        tables.merge(
+            spark,
+            crawldb_changes(decided, gen),
+            root,
+            "crawldb",
+            keys=["url_key"],
+            update=_MERGE_UPDATE,
+            update_condition=_MERGE_GUARD,
+        )
+    finally:
+        decided.unpersist()
+    return counts

@@ -1,0 +1,260 @@
+"""Plan steps: frontier of a generation + crawldb -> decided candidates -> fetchlist rows and
+crawldb changes. Pure DataFrame -> DataFrame functions; the stage (crawllib.stages.plan) reads
+and writes.
+
+A *candidate* has the crawldb columns (new URLs are shaped as the crawldb rows they would
+become) plus ``is_new`` (not yet in crawldb). The decision steps add ``filter_reason`` (depth,
+extension, length, budget or null) and ``deferred`` (over this generation's per-host cap). The
+name is ``filter_reason`` rather than ``reason`` because crawldb already has a ``reason``.
+
+Every ranking orders by (depth, url_key): a total order, so a rerun decides the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from crawllib.schemas import CRAWLDB, FETCHLIST, FRONTIER
+
+PENDING_STATUSES = ("queued", "failed")
+FILTER_REASONS = ("depth", "extension", "length", "budget")
+_CRAWLDB_COLUMNS = [f.name for f in CRAWLDB.fields]
+CANDIDATE_COLUMNS = [*_CRAWLDB_COLUMNS, "is_new"]
+DECIDED_COLUMNS = [*CANDIDATE_COLUMNS, "filter_reason", "deferred"]
+
+
+def dedup_frontier(frontier: DataFrame) -> DataFrame:
+    """One row per url_key: the lowest depth, then the earliest discovered, then source_url.
+
+    In: frontier rows (frontier columns). Out: frontier columns, url_key unique.
+    """
+    first = Window.partitionBy("url_key").orderBy(
+        F.col("depth").asc(),
+        F.col("discovered_at").asc_nulls_last(),
+        F.col("source_url").asc_nulls_last(),
+    )
+    return (
+        frontier.withColumn("_rank", F.row_number().over(first))
+        .where(F.col("_rank") == 1)
+        .select([f.name for f in FRONTIER.fields])
+    )
+
+
+def new_candidates(frontier: DataFrame, crawldb: DataFrame) -> DataFrame:
+    """Frontier rows whose url_key is not in crawldb. In/out: frontier columns."""
+    return frontier.join(crawldb.select("url_key"), on="url_key", how="left_anti").select(
+        [f.name for f in FRONTIER.fields]
+    )
+
+
+def frontier_as_crawldb_rows(frontier: DataFrame, gen: int) -> DataFrame:
+    """New URLs as the queued crawldb rows they become (reason = the frontier reason).
+
+    In: frontier columns. Out: CANDIDATE_COLUMNS with is_new true, first_gen = next_gen = gen.
+    """
+    return frontier.select(
+        "url_key",
+        "url",
+        "host",
+        "domain",
+        F.lit("queued").alias("status"),
+        F.col("reason"),
+        F.lit(0).alias("attempts"),
+        F.col("depth"),
+        F.lit(gen).alias("first_gen"),
+        F.lit(None).cast("int").alias("last_gen"),
+        F.lit(gen).alias("next_gen"),
+        F.lit(None).cast("int").alias("http_status"),
+        F.lit(None).cast("string").alias("content_hash"),
+        F.current_timestamp().alias("updated_at"),
+        F.lit(True).alias("is_new"),
+    )
+
+
+def pending_from_crawldb(crawldb: DataFrame, gen: int) -> DataFrame:
+    """Known URLs due in ``gen``: status queued or failed and next_gen <= gen (null: due).
+
+    In: crawldb columns. Out: CANDIDATE_COLUMNS with is_new false.
+    """
+    due = F.coalesce(F.col("next_gen"), F.lit(gen)) <= gen
+    return crawldb.where(F.col("status").isin(*PENDING_STATUSES) & due).select(
+        *_CRAWLDB_COLUMNS, F.lit(False).alias("is_new")
+    )
+
+
+def extension_of(url: Column) -> Column:
+    """Lowercase extension of a normalised URL's last path segment, or ''.
+
+    The built-in twin of ``crawllib.urls.url_extension`` (a test keeps them in step): the path
+    ends at '?' (normalised URLs carry no fragment), the segment at ';', and a dot only counts
+    after a non-empty stem.
+    """
+    path = F.regexp_extract(url, r"^[^:/?]+://[^/?#]*([^?#]*)", 1)
+    segment = F.regexp_extract(path, r"([^/;]*)(;[^/]*)?$", 1)
+    return F.lower(F.regexp_extract(segment, r"^.+\.([^.]*)$", 1))
+
+
+def with_filter_reason(df: DataFrame, cfg: Any) -> DataFrame:
+    """Add ``filter_reason``: depth (> crawl.max_depth), extension (in crawl.skip_extensions),
+    length (> crawl.max_url_length), first match wins, else null. In: url, depth.
+    """
+    extension = extension_of(F.col("url"))
+    skip = [e.lower() for e in cfg.crawl.skip_extensions]
+    reason = (
+        F.when(F.col("depth") > cfg.crawl.max_depth, F.lit("depth"))
+        .when(extension.isin(*skip) if skip else F.lit(False), F.lit("extension"))
+        .when(F.length("url") > cfg.crawl.max_url_length, F.lit("length"))
+    )
+    return df.withColumn("filter_reason", reason.cast("string"))
+
+
+def _attempted_per(crawldb: DataFrame, key: str, name: str) -> DataFrame:
+    return crawldb.where(F.col("last_gen").isNotNull()).groupBy(key).agg(F.count("*").alias(name))
+
+
+def apply_budgets(candidates: DataFrame, crawldb: DataFrame, cfg: Any) -> DataFrame:
+    """Set filter_reason 'budget' on URLs past generate.host_budget or generate.domain_budget.
+
+    A budget counts URLs, not attempts: URLs already attempted (crawldb last_gen not null) use
+    it up and are never cut themselves (a retry is no new URL). Not-yet-attempted candidates
+    without a filter_reason take the rest in (depth, url_key) order, first per host, then per
+    domain among those the host budget let through.
+    In: url_key, host, domain, depth, last_gen, filter_reason. Out: same columns.
+    """
+    columns = candidates.columns
+    spends = F.col("filter_reason").isNull() & F.col("last_gen").isNull()
+    order = [F.col("depth").asc(), F.col("url_key").asc()]
+    host_rank = F.row_number().over(Window.partitionBy("_spends", "host").orderBy(*order))
+    domain_rank = F.row_number().over(
+        Window.partitionBy("_spends", "_over_host", "domain").orderBy(*order)
+    )
+    df = (
+        candidates.withColumn("_spends", spends)
+        .join(_attempted_per(crawldb, "host", "_host_used"), on="host", how="left")
+        .join(_attempted_per(crawldb, "domain", "_domain_used"), on="domain", how="left")
+        .withColumn(
+            "_over_host",
+            F.col("_spends")
+            & (F.coalesce(F.col("_host_used"), F.lit(0)) + host_rank > cfg.generate.host_budget),
+        )
+        .withColumn(
+            "_over_domain",
+            F.col("_spends")
+            & ~F.col("_over_host")
+            & (
+                F.coalesce(F.col("_domain_used"), F.lit(0)) + domain_rank
+                > cfg.generate.domain_budget
+            ),
+        )
+        .withColumn(
+            "filter_reason",
+            F.when(F.col("_over_host") | F.col("_over_domain"), F.lit("budget")).otherwise(
+                F.col("filter_reason")
+            ),
+        )
+    )
+    return df.select(columns)
+
+
+def cap_per_host(df: DataFrame, max_per_host: int) -> DataFrame:
+    """Add ``deferred``: true for rows past the max_per_host lowest (depth, url_key) of their
+    host. Rows with a filter_reason are not ranked and never deferred.
+    In: url_key, host, depth, filter_reason. Out: + deferred (boolean).
+    """
+    eligible = F.col("filter_reason").isNull()
+    rank = F.row_number().over(
+        Window.partitionBy(eligible, F.col("host")).orderBy(
+            F.col("depth").asc(), F.col("url_key").asc()
+        )
+    )
+    return df.withColumn("deferred", eligible & (rank > max_per_host))
+
+
+def with_slot_and_slice(df: DataFrame, cfg: Any) -> DataFrame:
+    """Add ``slot`` (host or domain, per politeness.key) and ``slice``
+    (pmod(hash(slot), storage.fetch_slices): Spark's Murmur3, the same on every run).
+    In: host, domain. Out: + slot (string), slice (int).
+    """
+    slot = F.col("domain") if cfg.politeness.key == "domain" else F.col("host")
+    return df.withColumn("slot", slot).withColumn(
+        "slice", F.pmod(F.hash(F.col("slot")), F.lit(cfg.storage.fetch_slices)).cast("int")
+    )
+
+
+def plan_decisions(frontier: DataFrame, crawldb: DataFrame, cfg: Any, gen: int) -> DataFrame:
+    """Candidates of ``gen`` with every decision: new frontier URLs (deduped, not in crawldb)
+    and due crawldb URLs, filtered, budgeted and capped.
+    In: frontier rows of gen, crawldb. Out: DECIDED_COLUMNS.
+    """
+    new = frontier_as_crawldb_rows(new_candidates(dedup_frontier(frontier), crawldb), gen).select(
+        CANDIDATE_COLUMNS
+    )
+    pending = pending_from_crawldb(crawldb, gen).select(CANDIDATE_COLUMNS)
+    return (
+        new.unionByName(pending)
+        .transform(lambda df: with_filter_reason(df, cfg))
+        .transform(lambda df: apply_budgets(df, crawldb, cfg))
+        .transform(lambda df: cap_per_host(df, cfg.generate.max_per_host))
+        .select(DECIDED_COLUMNS)
+    )
+
+
+def is_planned() -> Column:
+    return F.col("filter_reason").isNull() & ~F.col("deferred")
+
+
+def to_fetchlist(decided: DataFrame, cfg: Any, gen: int) -> DataFrame:
+    """The chosen rows (no filter_reason, not deferred) as fetchlist rows of ``gen``.
+
+    In: DECIDED_COLUMNS. Out: fetchlist columns.
+    """
+    return (
+        decided.where(is_planned())
+        .transform(lambda df: with_slot_and_slice(df, cfg))
+        .withColumn("gen", F.lit(gen))
+        .select([f.name for f in FETCHLIST.fields])
+    )
+
+
+def crawldb_changes(decided: DataFrame, gen: int) -> DataFrame:
+    """Rows to MERGE into crawldb: every new URL (queued, or filtered with its reason), known
+    URLs newly filtered (status filtered, reason), deferred URLs (next_gen = gen + 1, status
+    kept). Filtered rows get next_gen null: they are never due again. Chosen known URLs do not
+    change (fetch and update will).
+    In: DECIDED_COLUMNS. Out: crawldb columns.
+    """
+    filtered = F.col("filter_reason").isNotNull()
+    changed = F.col("is_new") | filtered | F.col("deferred")
+    return (
+        decided.where(changed)
+        .withColumns(
+            {
+                "status": F.when(filtered, F.lit("filtered")).otherwise(F.col("status")),
+                "reason": F.coalesce(F.col("filter_reason"), F.col("reason")),
+                "next_gen": F.when(filtered, F.lit(None).cast("int"))
+                .when(F.col("deferred"), F.lit(gen + 1))
+                .otherwise(F.col("next_gen")),
+                "updated_at": F.current_timestamp(),
+            }
+        )
+        .select(_CRAWLDB_COLUMNS)
+    )
+
+
+def count_decisions(decided: DataFrame, cfg: Any) -> DataFrame:
+    """One row of counts: candidates, planned, filtered_<reason>, deferred_cap, hosts, slices.
+
+    In: DECIDED_COLUMNS. Out: one row, one long column per count.
+    """
+    planned = is_planned()
+    return decided.transform(lambda df: with_slot_and_slice(df, cfg)).agg(
+        F.count("*").alias("candidates"),
+        F.count_if(planned).alias("planned"),
+        *[F.count_if(F.col("filter_reason") == r).alias(f"filtered_{r}") for r in FILTER_REASONS],
+        F.count_if(F.col("deferred")).alias("deferred_cap"),
+        F.count_distinct(F.when(planned, F.col("host"))).alias("hosts"),
+        F.count_distinct(F.when(planned, F.col("slice"))).alias("slices"),
+    )

@@ -1,0 +1,323 @@
+"""plan: each transform on tiny hand-made DataFrames, then the stage on a crawl root (rerun-safe)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from crawllib import tables
+from crawllib.config import replace
+from crawllib.schemas import CRAWLDB, FRONTIER
+from crawllib.seeding import seed
+from crawllib.stages import plan as plan_stage
+from crawllib.transforms.plan import (
+    apply_budgets,
+    cap_per_host,
+    dedup_frontier,
+    extension_of,
+    new_candidates,
+    pending_from_crawldb,
+    with_filter_reason,
+    with_slot_and_slice,
+)
+from crawllib.urls import host_of, registered_domain, url_extension, url_key
+
+T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
+T1 = T0 + dt.timedelta(minutes=1)
+
+
+def assert_same(actual, expected):
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def frontier_df(spark, rows):
+    """rows: (url_key, depth, source_url, discovered_at); the rest filled in."""
+    return spark.createDataFrame(
+        [
+            (0, f"http://h.test/{k}", k, "h.test", "h.test", d, src, "link", at)
+            for k, d, src, at in rows
+        ],
+        FRONTIER,
+    )
+
+
+def crawldb_df(spark, rows):
+    """rows: dicts with url_key and any crawldb column that differs from a fresh seed."""
+    base = {f.name: None for f in CRAWLDB.fields}
+    base.update(status="queued", reason="seed", attempts=0, depth=0, first_gen=0, next_gen=0)
+    full = []
+    for row in rows:
+        host = row.get("host", "h.test")
+        full.append({**base, "url": f"http://{host}/{row['url_key']}", "host": host, **row})
+    return spark.createDataFrame([tuple(r[f.name] for f in CRAWLDB.fields) for r in full], CRAWLDB)
+
+
+def test_dedup_frontier_keeps_min_depth_then_earliest_source(spark):
+    frontier = frontier_df(
+        spark,
+        [
+            (1, 2, "http://a.test/", T0),
+            (1, 1, "http://c.test/", T0),
+            (1, 1, "http://b.test/", T1),
+            (2, 3, "http://d.test/", T1),
+        ],
+    )
+    expected = frontier_df(spark, [(1, 1, "http://c.test/", T0), (2, 3, "http://d.test/", T1)])
+    assert_same(dedup_frontier(frontier), expected)
+
+
+def test_new_candidates_drops_urls_known_to_crawldb(spark):
+    frontier = frontier_df(spark, [(k, 1, None, T0) for k in (1, 2, 3)])
+    crawldb = crawldb_df(spark, [{"url_key": 2, "status": "fetched"}])
+    expected = frontier_df(spark, [(k, 1, None, T0) for k in (1, 3)])
+    assert_same(new_candidates(frontier, crawldb), expected)
+
+
+def test_pending_from_crawldb_takes_due_queued_and_failed(spark):
+    crawldb = crawldb_df(
+        spark,
+        [
+            {"url_key": 1, "status": "queued", "next_gen": 2},
+            {"url_key": 2, "status": "queued", "next_gen": 3},  # not due yet
+            {"url_key": 3, "status": "failed", "next_gen": 1, "last_gen": 0},
+            {"url_key": 4, "status": "failed", "next_gen": 4, "last_gen": 1},  # backing off
+            {"url_key": 5, "status": "fetched", "next_gen": None, "last_gen": 1},
+            {"url_key": 6, "status": "filtered", "next_gen": None},
+            {"url_key": 7, "status": "queued", "next_gen": None},  # no next_gen: due
+        ],
+    )
+    got = pending_from_crawldb(crawldb, 2).select("url_key", "status", "is_new")
+    expected = spark.createDataFrame(
+        [(1, "queued", False), (3, "failed", False), (7, "queued", False)],
+        "url_key long, status string, is_new boolean",
+    )
+    assert_same(got, expected)
+
+
+def test_extension_of_agrees_with_urls_module(spark):
+    urls = [
+        "http://a.test/x/photo.JPG",
+        "http://a.test/dir.d/file",
+        "http://a.test/.hidden",
+        "http://a.test/a.tar.gz?name=x.jpg",
+        "http://a.test/page.php;v=1.2",
+        "http://a.test/a;b.css/d.png",
+        "http://a.test:8080/trailing.",
+        "http://a.test/",
+        "http://a.test/index.html",
+        "https://1.2.3.4/v1.0/",
+    ]
+    df = spark.createDataFrame([(u,) for u in urls], "url string")
+    got = {
+        r["url"]: r["ext"]
+        for r in df.select("url", extension_of(F.col("url")).alias("ext")).collect()
+    }
+    assert got == {u: url_extension(u) for u in urls}
+
+
+def test_with_filter_reason_depth_extension_length(spark, spark_cfg):
+    cfg = replace(spark_cfg, crawl__max_depth=3, crawl__max_url_length=30)
+    df = spark.createDataFrame(
+        [
+            ("http://a.test/ok", 3),
+            ("http://a.test/deep.jpg", 4),  # depth is checked first
+            ("http://a.test/pic.JPG", 1),
+            ("http://a.test/" + "x" * 20, 1),
+            ("http://a.test/page.html", 0),
+        ],
+        "url string, depth int",
+    )
+    expected = spark.createDataFrame(
+        [
+            ("http://a.test/ok", 3, None),
+            ("http://a.test/deep.jpg", 4, "depth"),
+            ("http://a.test/pic.JPG", 1, "extension"),
+            ("http://a.test/" + "x" * 20, 1, "length"),
+            ("http://a.test/page.html", 0, None),
+        ],
+        "url string, depth int, filter_reason string",
+    )
+    assert_same(with_filter_reason(df, cfg), expected)
+
+
+BUDGET_SCHEMA = (
+    "url_key long, host string, domain string, depth int, last_gen int, filter_reason string"
+)
+
+
+def test_apply_budgets_per_host_then_per_domain(spark, spark_cfg):
+    cfg = replace(spark_cfg, generate__host_budget=2, generate__domain_budget=3)
+    # Key 13 was fetched once: it uses one unit of a.x.test's and x.test's budgets.
+    crawldb = crawldb_df(
+        spark, [{"url_key": 13, "host": "a.x.test", "domain": "x.test", "last_gen": 0}]
+    )
+    rows = [
+        (11, "a.x.test", "x.test", 0, None),  # host 1+1, domain 1+1
+        (10, "a.x.test", "x.test", 1, None),  # host 1+2 > 2: budget
+        (12, "a.x.test", "x.test", 1, None),  # host 1+3 > 2: budget
+        (13, "a.x.test", "x.test", 0, 0),  # a retry: already counted, never cut
+        (20, "b.x.test", "x.test", 0, None),  # domain 1+2
+        (21, "b.x.test", "x.test", 0, None),  # domain 1+3 > 3: budget
+        (30, "c.y.test", "y.test", 0, None),
+    ]
+    candidates = spark.createDataFrame(
+        [(*r, None) for r in rows] + [(22, "b.x.test", "x.test", 9, None, "depth")],
+        BUDGET_SCHEMA,
+    )
+    budget = {10, 12, 21}
+    expected = spark.createDataFrame(
+        [(*r, "budget" if r[0] in budget else None) for r in rows]
+        + [(22, "b.x.test", "x.test", 9, None, "depth")],
+        BUDGET_SCHEMA,
+    )
+    assert_same(apply_budgets(candidates, crawldb, cfg), expected)
+
+
+def test_cap_per_host_keeps_lowest_depth_then_url_key(spark):
+    rows = [
+        (5, "a.test", 1, None),
+        (3, "a.test", 1, None),
+        (9, "a.test", 0, None),
+        (1, "a.test", 2, None),
+        (0, "a.test", 0, "depth"),  # filtered rows are not ranked
+        (7, "b.test", 3, None),
+    ]
+    schema = "url_key long, host string, depth int, filter_reason string"
+    deferred = {5, 1}
+    expected = spark.createDataFrame(
+        [(*r, r[0] in deferred) for r in rows], schema + ", deferred boolean"
+    )
+    assert_same(cap_per_host(spark.createDataFrame(rows, schema), 2), expected)
+
+
+def test_slot_by_host_or_domain_and_slice_deterministic_in_range(spark, spark_cfg):
+    hosts = [("a.x.test", "x.test"), ("b.x.test", "x.test")] + [
+        (f"h{i}.test", f"h{i}.test") for i in range(20)
+    ]
+    df = spark.createDataFrame(hosts, "host string, domain string")
+    by_host = replace(spark_cfg, politeness__key="host", storage__fetch_slices=3)
+    by_domain = replace(spark_cfg, politeness__key="domain", storage__fetch_slices=3)
+
+    slots = with_slot_and_slice(df, by_host).select("host", "slot")
+    assert_same(slots, df.select("host", F.col("host").alias("slot")))
+    slots = with_slot_and_slice(df, by_domain).select("host", "slot")
+    assert_same(slots, df.select("host", F.col("domain").alias("slot")))
+
+    first = {r["host"]: r["slice"] for r in with_slot_and_slice(df, by_domain).collect()}
+    again = spark.createDataFrame(list(reversed(hosts)), "host string, domain string")
+    second = {r["host"]: r["slice"] for r in with_slot_and_slice(again, by_domain).collect()}
+    assert first == second
+    assert set(first.values()) <= {0, 1, 2} and len(set(first.values())) > 1
+    assert first["a.x.test"] == first["b.x.test"]  # one slot, one slice
+
+
+# --- the stage on a crawl root ------------------------------------------------------------------
+
+
+def add_frontier(spark, root, gen, rows):
+    """rows: (url, depth, source_url)."""
+    data = [
+        (gen, u, url_key(u), host_of(u), registered_domain(host_of(u)), d, s, "link", T0)
+        for u, d, s in rows
+    ]
+    tables.append(spark.createDataFrame(data, FRONTIER), root, "frontier")
+
+
+def snapshot(spark, root, name):
+    return sorted(tuple(r) for r in tables.read(spark, root, name).collect())
+
+
+def by_url(spark, root):
+    cols = ["status", "reason", "depth", "first_gen", "next_gen"]
+    return {
+        r["url"]: tuple(r[c] for c in cols) for r in tables.read(spark, root, "crawldb").collect()
+    }
+
+
+@pytest.fixture
+def planned_root(spark, spark_cfg, tmp_path):
+    root = str(tmp_path / "crawl")
+    tables.init_tables(spark, root)
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.test/\nhttp://b.test/\n")
+    cfg = replace(
+        spark_cfg,
+        crawl__max_depth=3,
+        crawl__max_url_length=40,
+        generate__max_per_host=2,
+        generate__host_budget=3,
+        storage__fetch_slices=4,
+    )
+    assert seed(spark, root, str(seeds), cfg, 0).added == 2
+    p = ["http://a.test/p1", "http://a.test/p2"]
+    c = [f"http://c.test/c{i}" for i in range(4)]
+    add_frontier(
+        spark,
+        root,
+        0,
+        [(u, 1, "http://a.test/") for u in p]
+        + [
+            ("http://a.test/p1", 2, "http://a.test/p2"),  # a longer way to p1
+            ("http://a.test/", 1, "http://b.test/"),  # a seed: already in crawldb
+            ("http://b.test/logo.png", 1, "http://b.test/"),
+            ("http://b.test/deep", 4, "http://b.test/"),
+            ("http://b.test/" + "x" * 30, 1, "http://b.test/"),
+        ]
+        + [(u, 1, "http://b.test/") for u in c],
+    )
+    return root, cfg, sorted(p, key=url_key), sorted(c, key=url_key)
+
+
+def test_plan_stage_writes_fetchlist_and_crawldb_and_reruns_identically(spark, planned_root):
+    root, cfg, p, c = planned_root
+    counts = plan_stage.run(spark, root, cfg, 0)
+    assert counts == {
+        "candidates": 11,  # 2 seeds from crawldb + 9 new URLs (p1 once)
+        "planned": 5,
+        "filtered_depth": 1,
+        "filtered_extension": 1,
+        "filtered_length": 1,
+        "filtered_budget": 1,
+        "deferred_cap": 2,
+        "hosts": 3,
+        "slices": counts["slices"],
+    }
+    # a.test: the seed (depth 0) and the lowest url_key at depth 1; c.test: budget 3, cap 2.
+    chosen = {"http://a.test/", p[0], "http://b.test/", c[0], c[1]}
+    fetchlist = tables.read(spark, root, "fetchlist").collect()
+    assert {r["url"] for r in fetchlist} == chosen
+    assert {(r["gen"], r["slot"] == r["host"], 0 <= r["slice"] < 4) for r in fetchlist} == {
+        (0, True, True)
+    }
+    assert counts["slices"] == len({r["slice"] for r in fetchlist})
+    long_url = "http://b.test/" + "x" * 30
+    assert by_url(spark, root) == {
+        "http://a.test/": ("queued", "seed", 0, 0, 0),
+        "http://b.test/": ("queued", "seed", 0, 0, 0),
+        p[0]: ("queued", "link", 1, 0, 0),
+        p[1]: ("queued", "link", 1, 0, 1),
+        "http://b.test/logo.png": ("filtered", "extension", 1, 0, None),
+        "http://b.test/deep": ("filtered", "depth", 4, 0, None),
+        long_url: ("filtered", "length", 1, 0, None),
+        c[0]: ("queued", "link", 1, 0, 0),
+        c[1]: ("queued", "link", 1, 0, 0),
+        c[2]: ("queued", "link", 1, 0, 1),
+        c[3]: ("filtered", "budget", 1, 0, None),
+    }
+
+    before = snapshot(spark, root, "fetchlist"), snapshot(spark, root, "crawldb")
+    again = plan_stage.run(spark, root, cfg, 0)
+    assert (snapshot(spark, root, "fetchlist"), snapshot(spark, root, "crawldb")) == before
+    assert again["planned"] == again["candidates"] == 5
+
+    # Gen 1, after gen 0's URLs were fetched: the deferred ones come up, c.test within budget.
+    fetched = tables.read(spark, root, "crawldb").where(F.col("next_gen") == 0)
+    update = {"status": "'fetched'", "last_gen": "0", "next_gen": "NULL"}
+    tables.merge(spark, fetched, root, "crawldb", keys=["url_key"], update=update, insert=False)
+    counts = plan_stage.run(spark, root, cfg, 1)
+    assert (counts["candidates"], counts["planned"], counts["filtered_budget"]) == (2, 2, 0)
+    gen1 = tables.read(spark, root, "fetchlist").where("gen = 1").collect()
+    assert {r["url"] for r in gen1} == {p[1], c[2]}
