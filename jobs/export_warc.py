@@ -1,0 +1,11 @@
+"""spark-submit entry point for `crawl export-warc` (same arguments).
+
+spark-submit jobs/export_warc.py ROOT --gen N OUT_DIR [--config conf/emr.toml] [--set key=value]
+"""
+
+import sys
+
+from crawllib.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["export-warc", *sys.argv[1:]]))
