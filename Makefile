@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint format unit e2e bench dist clean
+.PHONY: install demo test lint format unit e2e bench dist airflow-env clean
 
 install: $(STAMP)
 
@@ -21,12 +21,12 @@ demo: $(STAMP)
 	$(BIN)/crawl demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check crawllib jobs tests
-	$(BIN)/ruff format --check crawllib jobs tests
+	$(BIN)/ruff check crawllib jobs tests tools
+	$(BIN)/ruff format --check crawllib jobs tests tools
 
 format: $(STAMP)
-	$(BIN)/ruff format crawllib jobs tests
-	$(BIN)/ruff check --fix crawllib jobs tests
+	$(BIN)/ruff format crawllib jobs tests tools
+	$(BIN)/ruff check --fix crawllib jobs tests tools
 
 test: lint
 	$(BIN)/pytest
@@ -39,6 +39,24 @@ e2e: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m crawllib.bench
+
+# dist/: wheel, crawllib.zip (--py-files), requirements.txt, bootstrap.sh (see README).
+dist:
+	$(PYTHON) tools/build_dist.py
+
+# The Airflow DAG's tests load it with Airflow, whose pins clash with ours (its Spark provider
+# needs pyspark-client): so Airflow gets its own venv. tests/airflow runs this on first use.
+AIRFLOW_VENV := .venv-airflow
+AIRFLOW_PINS := apache-airflow==3.3.2 apache-airflow-providers-apache-spark==6.3.4
+
+airflow-env: $(AIRFLOW_VENV)/.installed
+
+# tests/airflow/constraints.txt pins every package of that venv (pip freeze of a working one).
+$(AIRFLOW_VENV)/.installed: Makefile tests/airflow/constraints.txt
+	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/pip install --quiet --upgrade pip
+	$(AIRFLOW_VENV)/bin/pip install --quiet -c tests/airflow/constraints.txt $(AIRFLOW_PINS)
+	touch $@
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .hypothesis
