@@ -190,7 +190,7 @@ SETTINGS: dict[str, dict[str, Setting]] = {
     "parse": {
         "max_html_bytes": Setting(2_000_000, "HTML bytes handed to the extractor", "int", _min(1)),
         "near_dup_distance": Setting(
-            3,
+            4,
             "SimHash Hamming distance at or below which pages are near-duplicates",
             "int",
             _min(0),

@@ -78,6 +78,10 @@ def get_spark(cfg: Any):
     if active is not None:
         return active
     conf = spark_conf(cfg)
+    if cfg.spark.master.startswith("local"):
+        # PySpark starts Python workers with $PYSPARK_PYTHON (else "python3" from PATH); the
+        # spark.pyspark.python conf only reaches spark-submit. Workers need this venv.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if "spark.jars.packages" in conf:
         log.warning("fetching Delta jars %s into %s (once)", DELTA_PACKAGE, conf["spark.jars.ivy"])
     builder = SparkSession.builder

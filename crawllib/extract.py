@@ -1,0 +1,229 @@
+"""HTML page -> title, main text, language, fingerprints and outlinks. Pure Python: no Spark.
+
+`extract_page` never raises: a page that cannot be read becomes a result with ``error`` set
+(``"ExceptionType: message"``), ``text`` None and no links, so one bad page never fails a task.
+
+Choices:
+- The body is cut at ``cfg.parse.max_html_bytes`` before anything else (a huge page costs at
+  most that much parsing).
+- Bytes are decoded with the HTTP charset if Python knows it, else the charset a ``<meta>``
+  declares, else UTF-8; undecodable bytes become U+FFFD, so a wrong charset never fails a page.
+- The text is trafilatura's main content (plain text, comments left out, default
+  precision/recall balance). ``content_hash`` and ``simhash`` fingerprint that *extracted*
+  text, not the raw HTML: two pages that differ only in boilerplate (navigation, dates in the
+  footer, ads) are exact duplicates. A page where trafilatura finds no main text gets
+  ``text`` "" and null fingerprints (an empty text duplicates nothing); that is not an error.
+- The title is the <title> (else og:title, else the first <h1>), the language the primary
+  subtag of <html lang> (else Content-Language): read from the lxml tree directly, because
+  trafilatura's metadata pass (date detection included) adds about half to the extraction time.
+- An unclosed <title> is closed before the next tag: parsers (browsers too) would otherwise
+  read the whole page as the title and find neither text nor links.
+- Links come from lxml (fast and tolerant of broken HTML): every ``<a href>``, resolved against
+  ``<base href>`` if present, normalised with `crawllib.urls.normalize_url` (scheme, host case,
+  fragment, tracking parameters ...). hrefs that cannot be crawled (javascript:, mailto:,
+  tel:, ftp:, data:, broken hosts) are dropped, and so are links to the page itself
+  (``#top``). ``rel="nofollow"`` links are kept: nofollow asks search engines not to pass
+  ranking, not crawlers not to discover. One link per target, with the first anchor text.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import re
+from typing import Any
+
+import lxml.html
+import trafilatura
+
+from crawllib.hashing import content_hash, simhash64
+from crawllib.urls import InvalidURL, normalize_url
+
+# trafilatura logs a warning for every page it finds no text in; the result records that.
+logging.getLogger("trafilatura").setLevel(logging.ERROR)
+
+MAX_ANCHOR_CHARS = 200
+_META_SNIFF_BYTES = 4096
+_META_CHARSET = re.compile(
+    rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE
+)
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+_WEB_ALIASES = {"iso8859-1": "cp1252", "ascii": "cp1252"}
+_TITLE_OPEN = re.compile(r"<title\b[^>]*>", re.IGNORECASE)
+_TITLE_CLOSE = re.compile(r"</title", re.IGNORECASE)
+_SPACES = re.compile(r"\s+")
+_LANG = re.compile(r"[A-Za-z]{2,3}")
+
+
+class ExtractError(ValueError):
+    """A page with nothing to extract (no body at all)."""
+
+
+def extract_page(body: bytes | None, url: str, charset: str | None, cfg: Any) -> dict[str, Any]:
+    """Extract one HTML page.
+
+    In: the raw body, the page's (normalised) URL, the charset of its Content-Type header (or
+    None) and the config (``cfg.parse.max_html_bytes``).
+    Out: dict with title, text, language (primary subtag, lowercase: "en"), text_chars,
+    content_hash (hex SHA-256 of text), simhash (signed 64-bit), error (None or
+    "ExceptionType: message") and links: list of (normalised dst URL, anchor text).
+    """
+    try:
+        return _extract(body, url, charset, cfg.parse.max_html_bytes)
+    except Exception as exc:  # per-page isolation: any failure is data, never a task failure
+        return {
+            "title": None,
+            "text": None,
+            "language": None,
+            "text_chars": None,
+            "content_hash": None,
+            "simhash": None,
+            "error": f"{type(exc).__name__}: {exc}"[:1000],
+            "links": [],
+        }
+
+
+def _extract(body: bytes | None, url: str, charset: str | None, max_bytes: int) -> dict[str, Any]:
+    if not body or not body.strip():
+        raise ExtractError("empty body")
+    html = close_unclosed_title(decode_html(body[:max_bytes], charset))
+    # Re-encoded as UTF-8 and parsed with that encoding declared, so that an XML declaration
+    # or a <meta charset> in the text cannot make lxml decode it a second time.
+    parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, collect_ids=False)
+    tree = lxml.html.document_fromstring(html.encode("utf-8", errors="replace"), parser=parser)
+    links = extract_links(tree, url)
+    # trafilatura works on a copy of the tree: the one above stays intact.
+    text = (
+        trafilatura.extract(
+            tree,
+            url=url,
+            include_comments=False,
+            include_tables=True,
+            output_format="txt",
+        )
+        or ""
+    )
+    return {
+        "title": page_title(tree),
+        "text": text,
+        "language": page_language(tree),
+        "text_chars": len(text),
+        "content_hash": content_hash(text) if text else None,
+        "simhash": simhash64(text) if text else None,
+        "error": None,
+        "links": links,
+    }
+
+
+def decode_html(body: bytes, charset: str | None) -> str:
+    """Bytes -> text, never failing: a byte-order mark, else the HTTP charset if Python knows
+    it, else the charset a <meta> declares, else UTF-8; undecodable bytes become U+FFFD."""
+    for bom, encoding in _BOMS:
+        if body.startswith(bom):
+            return body[len(bom) :].decode(encoding, errors="replace")
+    meta = sniff_meta_charset(body)
+    # A <meta> cannot truly declare UTF-16/32: the tag itself was read as ASCII (WHATWG).
+    if meta and meta.lower().replace("_", "-").startswith(("utf-16", "utf-32")):
+        meta = "utf-8"
+    for candidate in (charset, meta):
+        if not candidate:
+            continue
+        try:
+            encoding = codecs.lookup(candidate.strip().strip("\"'")).name
+            # Browsers read Latin-1 and ASCII labels as windows-1252 (WHATWG Encoding).
+            return body.decode(_WEB_ALIASES.get(encoding, encoding), errors="replace")
+        except (LookupError, TypeError, ValueError):  # unknown, or not a text codec (rot13)
+            continue
+    return body.decode("utf-8", errors="replace")
+
+
+def close_unclosed_title(html: str) -> str:
+    """Close a ``<title>`` that is never closed, before the next tag.
+
+    HTML parsers (browsers too) read everything after an unclosed <title> as its text, so
+    the whole page would vanish into the title. A real title never holds a raw "<".
+    """
+    opening = _TITLE_OPEN.search(html)
+    if not opening or _TITLE_CLOSE.search(html, opening.end()):
+        return html
+    cut = html.find("<", opening.end())
+    return html if cut < 0 else f"{html[:cut]}</title>{html[cut:]}"
+
+
+def sniff_meta_charset(body: bytes) -> str | None:
+    """The charset of ``<meta charset>`` or ``<meta http-equiv content="...; charset=">``."""
+    match = _META_CHARSET.search(body[:_META_SNIFF_BYTES])
+    return match.group(1).decode("ascii") if match else None
+
+
+def extract_links(tree: lxml.html.HtmlElement, url: str) -> list[tuple[str, str]]:
+    """[(normalised URL, anchor text), ...] of every crawlable ``<a href>``, first anchor wins."""
+    base = url
+    for element in tree.iter("base"):
+        href = element.get("href")
+        if href and href.strip():
+            try:
+                base = normalize_url(href, base=url)
+            except InvalidURL:
+                pass
+            break
+    try:
+        own = normalize_url(url)
+    except InvalidURL:
+        own = url
+    seen: dict[str, str] = {}
+    for element in tree.iter("a"):
+        href = element.get("href")
+        if href is None or not href.strip():
+            continue
+        try:
+            target = normalize_url(href, base=base)
+        except InvalidURL:
+            continue
+        if target == own or target in seen:
+            continue
+        seen[target] = anchor_text(element)
+    return list(seen.items())
+
+
+def anchor_text(element: lxml.html.HtmlElement) -> str:
+    """Whitespace-collapsed text of a link (or its title / an image's alt), <= 200 chars."""
+    text = _SPACES.sub(" ", element.text_content()).strip()
+    if not text:
+        text = element.get("title") or next(
+            (img.get("alt") for img in element.iter("img") if img.get("alt")), ""
+        )
+        text = _SPACES.sub(" ", text).strip()
+    return text[:MAX_ANCHOR_CHARS]
+
+
+def page_title(tree: lxml.html.HtmlElement) -> str | None:
+    """The <title>, else og:title, else the first <h1>; whitespace collapsed; None if none."""
+    candidates = [
+        *(el.text_content() for el in tree.iter("title")),
+        *(el.get("content") or "" for el in tree.xpath('//meta[@property="og:title"]')),
+        *(el.text_content() for el in tree.iter("h1")),
+    ]
+    for candidate in candidates:
+        title = _SPACES.sub(" ", candidate).strip()
+        if title:
+            return title[:1000]
+    return None
+
+
+def page_language(tree: lxml.html.HtmlElement) -> str | None:
+    """Primary language subtag of <html lang> or <meta http-equiv=content-language>, lowercase."""
+    values = [tree.get("lang"), tree.get("xml:lang")]
+    values += tree.xpath(
+        '//meta[translate(@http-equiv, "CONTENT-LANGUAGE", "content-language")'
+        '="content-language"]/@content'
+    )
+    for value in values:
+        match = _LANG.match((value or "").strip())
+        if match:
+            return match.group(0).lower()
+    return None

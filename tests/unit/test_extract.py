@@ -1,0 +1,228 @@
+"""crawllib.extract: text, title, language, fingerprints and links of real HTML snippets."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from crawllib.config import load_config, replace
+from crawllib.extract import decode_html, extract_page
+from crawllib.hashing import content_hash, simhash64
+from crawllib.testing.content import article_html, paragraph
+from crawllib.testing.payloads import charset_page, garbage_page
+
+CFG = load_config()
+URL = "http://www.example.com/news/2026/story.html"
+
+
+def page(body_html: str, head: str = "", lang: str = "en") -> bytes:
+    return (
+        f'<!DOCTYPE html><html lang="{lang}"><head><meta charset="utf-8">{head}</head>'
+        f"<body>{body_html}</body></html>"
+    ).encode()
+
+
+def links_of(body_html: str, head: str = "", url: str = URL) -> list[tuple[str, str]]:
+    result = extract_page(page(body_html, head), url, "utf-8", CFG)
+    assert result["error"] is None
+    return result["links"]
+
+
+def prose(seed: int = 1, paragraphs: int = 4) -> str:
+    rng = random.Random(seed)
+    return "".join(f"<p>{paragraph(rng)}</p>" for _ in range(paragraphs))
+
+
+def test_article_gives_main_text_title_language_and_fingerprints():
+    rng = random.Random(7)
+    html = article_html(rng, "www.example.com", "Harbor Lantern Report", [("/a.html", "A")])
+    result = extract_page(html.encode(), URL, None, CFG)
+    assert result["error"] is None
+    assert result["title"] == "Harbor Lantern Report | www.example.com"
+    assert result["language"] == "en"
+    text = result["text"]
+    assert text.startswith("Harbor Lantern Report")
+    assert "All rights reserved" not in text  # footer boilerplate is not main text
+    assert result["text_chars"] == len(text) > 1000
+    assert result["content_hash"] == content_hash(text)
+    assert result["simhash"] == simhash64(text)
+    assert ("http://www.example.com/a.html", "A") in result["links"]
+
+
+def test_boilerplate_only_differences_give_the_same_content_hash():
+    body = f"<article><h1>Same story</h1>{prose()}</article>"
+    one = extract_page(page(f"<nav><a href='/'>Home</a></nav>{body}"), URL, None, CFG)
+    two = extract_page(
+        page(f"<nav><a href='/x'>Other menu</a></nav>{body}<footer>(c) 2027</footer>"),
+        "http://mirror.example.org/copy.html",
+        None,
+        CFG,
+    )
+    assert one["content_hash"] == two["content_hash"] is not None
+
+
+def test_link_forms_are_resolved_and_normalised():
+    body = """
+      <a href="https://Other.EXAMPLE.org:443/Path/?b=2&a=1#frag">absolute</a>
+      <a href="/root.html">root-relative</a>
+      <a href="sibling.html">relative</a>
+      <a href="../up/./index.html">dot segments</a>
+      <a href="//cdn.example.net/lib">protocol-relative</a>
+      <a href="?page=2&utm_source=x&utm_medium=y">query only</a>
+      <a href="page.html;jsessionid=ABC?id=3&sid=77&fbclid=z">session ids</a>
+      <a href="HTTP://WWW.Example.COM/news/2026/story.html#comments">self with fragment</a>
+      <a href="#top">fragment only</a>
+    """
+    assert links_of(body) == [
+        ("https://other.example.org/Path/?a=1&b=2", "absolute"),
+        ("http://www.example.com/root.html", "root-relative"),
+        ("http://www.example.com/news/2026/sibling.html", "relative"),
+        ("http://www.example.com/news/up/index.html", "dot segments"),
+        ("http://cdn.example.net/lib", "protocol-relative"),
+        ("http://www.example.com/news/2026/story.html?page=2", "query only"),
+        ("http://www.example.com/news/2026/page.html?id=3", "session ids"),
+    ]
+
+
+def test_base_href_is_honoured_even_when_relative():
+    head = '<base href="/docs/v2/">'
+    assert links_of('<a href="intro.html">Intro</a>', head) == [
+        ("http://www.example.com/docs/v2/intro.html", "Intro")
+    ]
+    head = '<base href="https://static.example.com/assets/">'
+    assert links_of('<a href="../a">A</a> <a href="/b">B</a>', head) == [
+        ("https://static.example.com/a", "A"),
+        ("https://static.example.com/b", "B"),
+    ]
+
+
+def test_uncrawlable_hrefs_are_dropped_and_nofollow_kept():
+    body = """
+      <a href="javascript:void(0)">js</a> <a href="mailto:a@example.com">mail</a>
+      <a href="tel:+123">tel</a> <a href="ftp://files.example.com/x">ftp</a>
+      <a href="data:text/html,hi">data</a> <a href="http://bad host/">space</a>
+      <a href="http://[::1">broken ipv6</a> <a href="">empty</a> <a>no href</a>
+      <a href="http://ok.example.com/" rel="nofollow">kept</a>
+    """
+    assert links_of(body) == [("http://ok.example.com/", "kept")]
+
+
+def test_one_link_per_target_first_anchor_wins_and_anchors_are_tidied():
+    long_anchor = "word " * 100
+    body = f"""
+      <a href="/x">  First
+         anchor </a>
+      <a href="/x?utm_campaign=c">Second anchor</a>
+      <a href="/img"><img src="i.png" alt="Picture alt"></a>
+      <a href="/titled" title="Title attr"></a>
+      <a href="/long">{long_anchor}</a>
+    """
+    links = links_of(body)
+    assert links[:3] == [
+        ("http://www.example.com/x", "First anchor"),
+        ("http://www.example.com/img", "Picture alt"),
+        ("http://www.example.com/titled", "Title attr"),
+    ]
+    assert links[3][0] == "http://www.example.com/long"
+    assert len(links[3][1]) == 200 and links[3][1].startswith("word word")
+
+
+def test_broken_html_still_gives_text_and_links():
+    body = (
+        b"<html><head><title>Unclosed tags<body><div class=main><h1>Broken but readable"
+        b"<p>This page never closes its tags. <b>Bold <i>italic <p>Another paragraph with "
+        b'<a href="/after.html">a link after the mess</a> <ul><li>one<li>two <table><tr><td>cell'
+    )
+    result = extract_page(body, URL, None, CFG)
+    assert result["error"] is None
+    assert result["title"] == "Unclosed tags"  # an unclosed <title> does not eat the page
+    assert "never closes its tags" in result["text"]
+    assert result["links"] == [("http://www.example.com/after.html", "a link after the mess")]
+
+
+@pytest.mark.parametrize(
+    "charset, meta, declared",
+    [
+        ("iso-8859-1", True, None),  # <meta charset> only
+        ("iso-8859-1", False, "ISO-8859-1"),  # HTTP header only
+        ("cp1252", False, "windows-1252"),
+        ("utf-8", False, None),  # neither: UTF-8
+    ],
+)
+def test_charset_from_header_then_meta_then_utf8(charset, meta, declared):
+    result = extract_page(charset_page(charset, meta)(), URL, declared, CFG)
+    assert result["error"] is None
+    assert result["title"] == "Café crème"
+    assert "brûlée" in result["text"] and "naïve" in result["text"]
+
+
+def test_wrong_or_unknown_charset_does_not_crash():
+    latin1 = charset_page("iso-8859-1", False)()
+    for declared in ("utf-8", "no-such-charset", "rot13", ""):
+        result = extract_page(latin1, URL, declared, CFG)
+        assert result["error"] is None
+        assert result["title"] == "Caf\ufffd cr\ufffdme"
+    # An HTTP charset wins over a lying <meta>.
+    utf8 = '<meta charset="iso-8859-1"><title>Crème</title>'.encode()
+    assert decode_html(utf8, "utf-8").endswith("<title>Crème</title>")
+    assert decode_html(b"\xef\xbb\xbfbom \xc3\xa9", "iso-8859-1") == "bom é"
+
+
+def test_garbage_bytes_do_not_crash():
+    result = extract_page(garbage_page(3)(), URL, None, CFG)
+    assert result["error"] is None
+    assert isinstance(result["text"], str)
+    noise = bytes(range(256)) * 8
+    assert extract_page(noise, URL, "utf-8", CFG)["error"] is None
+
+
+@pytest.mark.parametrize("body", [b"", b"  \n\t ", None])
+def test_empty_body_is_a_recorded_error(body):
+    assert extract_page(body, URL, None, CFG) == {
+        "title": None,
+        "text": None,
+        "language": None,
+        "text_chars": None,
+        "content_hash": None,
+        "simhash": None,
+        "error": "ExtractError: empty body",
+        "links": [],
+    }
+
+
+def test_any_exception_becomes_the_error_field():
+    result = extract_page("<html>not bytes</html>", URL, None, CFG)  # type: ignore[arg-type]
+    assert re.fullmatch(r"[A-Za-z]+Error: .+", result["error"])
+    assert result["text"] is None and result["links"] == []
+
+
+def test_page_without_main_text_is_not_an_error():
+    body = page('<script>var a = 1;</script><a href="/a"><img src="a.png" alt="Pic"></a>')
+    result = extract_page(body, URL, None, CFG)
+    assert result["error"] is None
+    assert result["text"] == "" and result["text_chars"] == 0
+    assert result["content_hash"] is None and result["simhash"] is None
+    assert result["links"] == [("http://www.example.com/a", "Pic")]
+
+
+def test_huge_body_is_capped_before_extraction():
+    cfg = replace(CFG, parse__max_html_bytes=20_000)
+    head = prose(seed=1, paragraphs=3)
+    tail = "".join(f'<p>Tail paragraph {i} <a href="/t{i}">t{i}</a></p>' for i in range(20_000))
+    body = page(f"<article><h1>Big</h1>{head}{tail}</article>")
+    assert len(body) > 1_000_000
+    result = extract_page(body, URL, None, cfg)
+    assert result["error"] is None
+    assert 0 < result["text_chars"] < 20_000
+    assert 0 < len(result["links"]) < 1000
+    assert ("http://www.example.com/t19999", "t19999") not in result["links"]
+
+
+def test_language_from_html_lang_or_meta():
+    assert extract_page(page(prose(), lang="de-AT"), URL, None, CFG)["language"] == "de"
+    meta = '<meta http-equiv="Content-Language" content="fr">'
+    body = f"<html><head>{meta}</head><body>{prose()}</body></html>".encode()
+    assert extract_page(body, URL, None, CFG)["language"] == "fr"
+    assert extract_page(page(prose(), lang=""), URL, None, CFG)["language"] is None
