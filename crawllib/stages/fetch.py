@@ -1,0 +1,154 @@
+"""fetch(N): fetchlist gen N -> pages, fetches (gen N) and robots, one slice at a time.
+
+A slice (a group of slots, ``fetchlist.slice``) is committed once ``fetches`` holds its rows:
+per slice the stage fetches, persists the results (so the network is hit once), then writes
+pages (replaceWhere gen/slice), robots (MERGE by host) and last fetches (replaceWhere
+gen/slice). A rerun skips committed slices; a crash loses at most the slice in flight, and
+its rerun reuses the robots.txt already merged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from crawllib import tables
+from crawllib.schemas import ROBOTS
+from crawllib.transforms.fetch import (
+    fetch_inputs,
+    fetch_results,
+    fetches_from_results,
+    fresh_robots,
+    pages_from_results,
+    robots_from_results,
+)
+
+log = logging.getLogger(__name__)
+
+OUTCOMES = ("ok", "redirect", "http_error", "robots_denied", "blocked", "error", "deferred")
+
+
+def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
+    """Fetch every slice of fetchlist gen ``gen`` not yet in fetches; return the counts.
+
+    urls, slices: the generation's fetchlist; slices_skipped: slices committed before this
+    run; ok .. deferred and pages: the generation's fetches and pages rows after this run (a
+    rerun reports the same totals); robots_fetched and seconds_fetching: this run's network
+    work.
+    """
+    fetchlist = tables.read(spark, root, "fetchlist").filter(F.col("gen") == gen)
+    plan = (
+        fetchlist.groupBy("slice")
+        .agg(F.count("*").alias("urls"), F.countDistinct("slot").alias("slots"))
+        .orderBy("slice")
+        .collect()
+    )
+    committed = {
+        r["slice"]
+        for r in tables.read(spark, root, "fetches")
+        .filter(F.col("gen") == gen)
+        .select("slice")
+        .distinct()
+        .collect()
+    }
+    todo = [r for r in plan if r["slice"] not in committed]
+    log.info(
+        "fetch gen %d: %d URLs in %d slices, %d already committed",
+        gen,
+        sum(r["urls"] for r in plan),
+        len(plan),
+        len(plan) - len(todo),
+    )
+    robots_fetched = 0
+    seconds = 0.0
+    for i, r in enumerate(todo, start=1):
+        done = fetch_slice(spark, root, cfg, gen, r["slice"], r["slots"], fetchlist)
+        robots_fetched += done["robots"]
+        seconds += done["seconds"]
+        log.info(
+            "fetch gen %d: slice %d/%d (slice %d): %d URLs, %d pages in %.1fs (%.1f pages/s), "
+            "%d robots.txt",
+            gen,
+            i,
+            len(todo),
+            r["slice"],
+            done["urls"],
+            done["ok"],
+            done["seconds"],
+            done["ok"] / done["seconds"] if done["seconds"] > 0 else 0.0,
+            done["robots"],
+        )
+    counts = {
+        "urls": sum(r["urls"] for r in plan),
+        "slices": len(plan),
+        "slices_skipped": len(plan) - len(todo),
+        **generation_outcomes(spark, root, gen),
+        "robots_fetched": robots_fetched,
+        "seconds_fetching": round(seconds),
+    }
+    log.info("fetch gen %d: %s", gen, counts)
+    return counts
+
+
+def fetch_slice(
+    spark: SparkSession,
+    root: str,
+    cfg: Any,
+    gen: int,
+    slice_: int,
+    slots: int,
+    fetchlist: DataFrame,
+) -> dict[str, Any]:
+    """Fetch and commit one slice; return its urls, ok, robots (robots.txt records) and seconds
+    spent fetching (the persisted results' first evaluation)."""
+    slice_rows = fetchlist.filter(F.col("slice") == slice_)
+    robots = fresh_robots(tables.read(spark, root, "robots"))
+    partitions = max(1, min(slots, spark.sparkContext.defaultParallelism * 2))
+    results = fetch_results(fetch_inputs(slice_rows, robots), cfg, partitions)
+    results = results.persist(StorageLevel.DISK_ONLY)
+    try:
+        started = time.monotonic()
+        by_kind = {
+            (row["record"], row["outcome"]): row["count"]
+            for row in results.groupBy("record", "outcome").count().collect()
+        }
+        done = {
+            "urls": sum(n for (kind, _), n in by_kind.items() if kind == "fetch"),
+            "ok": by_kind.get(("fetch", "ok"), 0),
+            "robots": by_kind.get(("robots", None), 0),
+            "seconds": time.monotonic() - started,
+        }
+        where = f"gen = {gen} AND slice = {slice_}"
+        tables.replace_where(pages_from_results(results, gen, slice_), root, "pages", where)
+        tables.merge(
+            spark,
+            robots_from_results(results),
+            root,
+            "robots",
+            keys=["host"],
+            update={f.name: f"s.{f.name}" for f in ROBOTS.fields},
+        )
+        # Last: fetches rows are what marks the slice as committed.
+        tables.replace_where(fetches_from_results(results, gen, slice_), root, "fetches", where)
+    finally:
+        results.unpersist()
+    return done
+
+
+def generation_outcomes(spark: SparkSession, root: str, gen: int) -> dict[str, int]:
+    """Fetch outcomes and pages of generation ``gen`` as stored (committed slices only)."""
+    by_outcome = {
+        r["outcome"]: r["count"]
+        for r in tables.read(spark, root, "fetches")
+        .filter(F.col("gen") == gen)
+        .groupBy("outcome")
+        .count()
+        .collect()
+    }
+    pages = tables.read(spark, root, "pages").filter(F.col("gen") == gen).count()
+    return {**{o: by_outcome.get(o, 0) for o in OUTCOMES}, "pages": pages}

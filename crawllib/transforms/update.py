@@ -1,0 +1,202 @@
+"""Update-stage steps: a generation's fetches -> new crawldb rows and redirect frontier rows.
+
+Status of a fetched URL, from its fetch outcome:
+
+=================================  ==========================================================
+ok                                 ``fetched``, or ``duplicate`` if texts.duplicate_of is set
+redirect                           ``redirected`` (the target goes to the next frontier)
+http_error 4xx except 429, others  ``gone`` (reason ``http_<status>``)
+http_error 429 / 5xx, error,       ``failed``: attempts + 1, retried at gen
+robots_denied "robots_unavailable"   N + retry_backoff_base * 2**(attempts - 1); ``dead`` once
+                                   attempts >= max_attempts
+robots_denied                      ``robots_denied``
+blocked                            ``blocked``
+deferred                           ``queued`` for gen N + 1; attempts and last_gen unchanged
+=================================  ==========================================================
+
+A robots.txt that answered 5xx or could not be read denies the host for now, not for ever
+(RFC 9309 §2.3.1.4): those URLs are retried like failures instead of being marked denied.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from crawllib.urls import InvalidURL, host_of, normalize_url, registered_domain, url_key
+
+_TARGET = StructType(
+    [
+        StructField("url", StringType(), False),
+        StructField("url_key", LongType(), False),
+        StructField("host", StringType(), False),
+        StructField("domain", StringType(), False),
+    ]
+)
+
+
+def redirect_target(url: str | None) -> tuple[str, int, str, str] | None:
+    """(normalised URL, url_key, host, registered domain) of a redirect target, or None if the
+    crawler cannot use it. The engine already normalises Location; this keeps the rule in one
+    place (``crawllib.urls``) whatever gave the URL."""
+    if not url:
+        return None
+    try:
+        normalized = normalize_url(url)
+    except InvalidURL:
+        return None
+    host = host_of(normalized)
+    return normalized, url_key(normalized), host, registered_domain(host)
+
+
+_redirect_target_udf = F.udf(redirect_target, _TARGET)
+_domain_udf = F.udf(registered_domain, StringType())
+
+
+def _retryable() -> Column:
+    outcome, code = F.col("outcome"), F.col("http_status")
+    return (
+        (outcome == "error")
+        | ((outcome == "http_error") & ((code == 429) | (code >= 500)))
+        | ((outcome == "robots_denied") & (F.col("error_kind") == "robots_unavailable"))
+        | ~outcome.isin("ok", "redirect", "http_error", "robots_denied", "blocked", "deferred")
+    )
+
+
+def crawldb_updates(
+    fetches: DataFrame,
+    texts: DataFrame,
+    crawldb: DataFrame,
+    gen: int,
+    max_attempts: int,
+    backoff_base: int,
+    updated_at: Column | None = None,
+) -> DataFrame:
+    """The crawldb row of every URL fetched in generation ``gen``, after the fetch.
+
+    In: fetches rows of gen (url_key, url, host, depth, outcome, http_status, error_kind);
+    texts rows of gen (url_key, duplicate_of, duplicate_kind, content_hash); crawldb (the
+    state before the fetch: url_key, domain, status, attempts, depth, first_gen, last_gen,
+    http_status, content_hash). A URL missing from crawldb gets a fresh row (first_gen = gen,
+    domain from its host). Out: CRAWLDB columns, one row per fetched url_key.
+    """
+    updated_at = F.current_timestamp() if updated_at is None else updated_at
+    texts = texts.select(
+        "url_key",
+        "duplicate_of",
+        "duplicate_kind",
+        F.col("content_hash").alias("text_hash"),
+    ).dropDuplicates(["url_key"])
+    before = crawldb.select(
+        "url_key",
+        F.col("domain").alias("old_domain"),
+        F.col("attempts").alias("old_attempts"),
+        F.col("depth").alias("old_depth"),
+        F.col("first_gen").alias("old_first_gen"),
+        F.col("last_gen").alias("old_last_gen"),
+        F.col("http_status").alias("old_http_status"),
+        F.col("content_hash").alias("old_content_hash"),
+    )
+    joined = (
+        fetches.select("url_key", "url", "host", "depth", "outcome", "http_status", "error_kind")
+        .dropDuplicates(["url_key"])
+        .join(texts, on="url_key", how="left")
+        .join(before, on="url_key", how="left")
+    )
+    outcome = F.col("outcome")
+    deferred = outcome == "deferred"
+    previous = F.coalesce(F.col("old_attempts"), F.lit(0))
+    attempts = F.when(deferred, previous).otherwise(previous + 1)
+    retry_in = F.lit(backoff_base) * F.pow(F.lit(2), attempts - 1).cast("int")
+    status = (
+        F.when((outcome == "ok") & F.col("duplicate_of").isNotNull(), "duplicate")
+        .when(outcome == "ok", "fetched")
+        .when(outcome == "redirect", "redirected")
+        .when(deferred, "queued")
+        .when(_retryable(), F.when(attempts >= max_attempts, "dead").otherwise("failed"))
+        .when(outcome == "http_error", "gone")
+        .when(outcome == "robots_denied", "robots_denied")
+        .when(outcome == "blocked", "blocked")
+    )
+    http_reason = F.concat(F.lit("http_"), F.col("http_status").cast("string"))
+    return (
+        joined.withColumn("attempts", attempts)
+        .withColumn("status", status)
+        .select(
+            "url_key",
+            "url",
+            "host",
+            F.coalesce(F.col("old_domain"), _domain_udf(F.col("host"))).alias("domain"),
+            "status",
+            F.when(F.col("status").isin("fetched", "redirected"), F.lit(None).cast("string"))
+            .when(
+                F.col("status") == "duplicate",
+                F.coalesce(F.col("duplicate_kind"), F.lit("duplicate")),
+            )
+            .otherwise(F.coalesce(F.col("error_kind"), http_reason, outcome))
+            .alias("reason"),
+            "attempts",
+            F.coalesce(F.col("old_depth"), F.col("depth")).alias("depth"),
+            F.coalesce(F.col("old_first_gen"), F.lit(gen)).alias("first_gen"),
+            F.when(deferred, F.col("old_last_gen")).otherwise(F.lit(gen)).alias("last_gen"),
+            F.when(F.col("status") == "failed", F.lit(gen) + retry_in)
+            .when(deferred, F.lit(gen + 1))
+            .alias("next_gen"),
+            F.when(deferred, F.col("old_http_status"))
+            .otherwise(F.col("http_status"))
+            .alias("http_status"),
+            F.when(outcome == "ok", F.col("text_hash"))
+            .otherwise(F.col("old_content_hash"))
+            .alias("content_hash"),
+            updated_at.alias("updated_at"),
+        )
+    )
+
+
+def crawldb_update_guard(gen: int) -> str:
+    """MERGE condition (``t`` crawldb, ``s`` :func:`crawldb_updates`) under which a crawldb
+    row takes the update: not yet updated by gen or later, and for a deferral, not already
+    requeued (a rerun of the stage then changes no row)."""
+    return (
+        f"(t.last_gen IS NULL OR t.last_gen < {gen}) AND NOT "
+        f"(s.status = 'queued' AND t.status = 'queued' AND t.next_gen > {gen})"
+    )
+
+
+def redirect_frontier(fetches: DataFrame, crawldb: DataFrame, gen: int) -> DataFrame:
+    """Frontier rows of gen + 1 for redirect targets not yet in crawldb.
+
+    In: fetches rows of gen (url, depth, outcome, redirect_to, fetched_at); crawldb (url_key).
+    Out: FRONTIER columns, reason "redirect", depth of the redirecting URL, one row per target
+    (the shallowest source, then the smallest source URL); discovered_at is the fetch time, so
+    a rerun writes the same rows.
+    """
+    targets = (
+        fetches.filter((F.col("outcome") == "redirect") & F.col("redirect_to").isNotNull())
+        .select(
+            _redirect_target_udf(F.col("redirect_to")).alias("target"),
+            F.col("url").alias("source_url"),
+            "depth",
+            F.col("fetched_at").alias("discovered_at"),
+        )
+        .filter(F.col("target").isNotNull())
+        .select("target.*", "source_url", "depth", "discovered_at")
+    )
+    new = targets.join(crawldb.select("url_key"), on="url_key", how="left_anti")
+    first = F.min(F.struct("depth", "source_url", "discovered_at", "url", "host", "domain"))
+    return (
+        new.groupBy("url_key")
+        .agg(first.alias("first"))
+        .select(
+            F.lit(gen + 1).alias("gen"),
+            F.col("first.url").alias("url"),
+            "url_key",
+            F.col("first.host").alias("host"),
+            F.col("first.domain").alias("domain"),
+            F.col("first.depth").alias("depth"),
+            F.col("first.source_url").alias("source_url"),
+            F.lit("redirect").alias("reason"),
+            F.col("first.discovered_at").alias("discovered_at"),
+        )
+    )

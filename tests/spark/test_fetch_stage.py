@@ -1,0 +1,158 @@
+"""fetch stage against the built-in test web: tables written, politeness kept, reruns and a
+crash repaired without fetching a committed slice again."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import functions as F
+
+from crawllib import tables
+from crawllib.config import replace
+from crawllib.schemas import FETCHES
+from crawllib.stages import fetch
+from crawllib.testing import WebSpec, serve_in_thread
+from crawllib.testing.site import REGULAR_ROBOTS
+from crawllib.urls import host_of, registered_domain, url_key
+
+GEN = 0
+DELAY = 0.2
+PATHS = ["/", "/p/0.html", "/p/1.html", "/p/2.html", "/p/99.html"]  # /p/99.html: 404
+DENIED = "/cgi-bin/search?q=news"  # disallowed by every regular host's robots.txt
+WRITTEN = ("pages", "fetches", "robots")
+
+
+@pytest.fixture(scope="module")
+def web():
+    with serve_in_thread(WebSpec(hosts=4, pages_per_host=4, special=False)) as web:
+        yield web
+
+
+@pytest.fixture
+def crawl(tmp_path, spark, spark_cfg, web):
+    """A crawl root whose fetchlist gen 0 holds PATHS on every host (+ one denied URL)."""
+    root = str(tmp_path / "crawl")
+    tables.init_tables(spark, root)
+    cfg = replace(
+        spark_cfg,
+        network__resolve=web.resolve,
+        network__resolve_only=True,
+        politeness__default_delay=DELAY,
+        storage__fetch_slices=2,
+    )
+    urls = [f"http://{host}{path}" for host in web.hosts for path in PATHS]
+    urls.append(f"http://{web.hosts[0]}{DENIED}")
+    rows = [
+        (GEN, url, url_key(url), host_of(url), registered_domain(host_of(url)), 0, host_of(url))
+        for url in urls
+    ]
+    fetchlist = spark.createDataFrame(
+        rows,
+        "gen int, url string, url_key long, host string, domain string, depth int, slot string",
+    ).withColumn("slice", F.pmod(F.hash("slot"), F.lit(cfg.storage.fetch_slices)))
+    tables.replace_where(fetchlist, root, "fetchlist", f"gen = {GEN}")
+    by_slice = defaultdict(set)
+    for r in tables.read(spark, root, "fetchlist").collect():
+        by_slice[r["slice"]].add(r["url"])
+    assert len(by_slice) == 2, "the test hosts must fall into both slices"
+    return root, cfg, by_slice
+
+
+def requests(web):
+    return Counter(f"http://{r.host}{r.path_qs}" for r in web.log)
+
+
+def table_versions(spark, root):
+    return {
+        name: DeltaTable.forPath(spark, tables.table_path(root, name))
+        .history(1)
+        .collect()[0]["version"]
+        for name in WRITTEN
+    }
+
+
+def test_fetch_writes_tables_politely_and_reruns_fetch_nothing_twice(spark, web, crawl):
+    root, cfg, by_slice = crawl
+    hosts = web.hosts
+    web.reset_log()
+    counts = fetch.run(spark, root, cfg, GEN)
+    pages_expected = len(hosts) * (len(PATHS) - 1)
+    assert counts["seconds_fetching"] >= 0
+    assert {k: v for k, v in counts.items() if k != "seconds_fetching"} == {
+        "urls": len(hosts) * len(PATHS) + 1,
+        "slices": 2,
+        "slices_skipped": 0,
+        "ok": pages_expected,
+        "redirect": 0,
+        "http_error": len(hosts),
+        "robots_denied": 1,
+        "blocked": 0,
+        "error": 0,
+        "deferred": 0,
+        "pages": pages_expected,
+        "robots_fetched": len(hosts),
+    }
+
+    # every URL requested once (the denied one never), robots.txt once per host
+    log = web.log
+    expected = {f"http://{h}{p}": 1 for h in hosts for p in PATHS}
+    expected.update({f"http://{h}/robots.txt": 1 for h in hosts})
+    assert requests(web) == expected
+    for host in hosts:
+        hits = sorted((r for r in log if r.host == host), key=lambda r: r.start)
+        for before, after in zip(hits, hits[1:], strict=False):
+            assert after.start >= before.end, f"two requests in flight to {host}"
+            assert after.start - before.start >= DELAY - 0.02, f"{host} fetched too fast"
+
+    pages = tables.read(spark, root, "pages").collect()
+    assert len(pages) == pages_expected
+    for page in pages:
+        assert page["content_hash"] == hashlib.sha256(page["body"]).hexdigest()
+        assert page["gen"] == GEN and page["http_status"] == 200
+        assert page["url"] in by_slice[page["slice"]]
+    fetches = {r["url"]: r for r in tables.read(spark, root, "fetches").collect()}
+    assert len(fetches) == len(hosts) * len(PATHS) + 1
+    assert fetches[f"http://{hosts[1]}/p/99.html"]["outcome"] == "http_error"
+    assert fetches[f"http://{hosts[1]}/p/99.html"]["http_status"] == 404
+    assert fetches[f"http://{hosts[0]}{DENIED}"]["outcome"] == "robots_denied"
+    assert all(r["fetched_at"] is not None for r in fetches.values())
+    robots = {r["host"]: r for r in tables.read(spark, root, "robots").collect()}
+    assert set(robots) == set(hosts)
+    assert all(r["body"] == REGULAR_ROBOTS and r["http_status"] == 200 for r in robots.values())
+    assert all(r["expires_at"] > r["fetched_at"] for r in robots.values())
+
+    # rerun: every slice is committed, nothing is requested or written
+    web.reset_log()
+    versions = table_versions(spark, root)
+    again = fetch.run(spark, root, cfg, GEN)
+    assert web.log == []
+    assert table_versions(spark, root) == versions
+    assert again == {
+        **counts,
+        "slices_skipped": 2,
+        "robots_fetched": 0,
+        "seconds_fetching": 0,
+    }
+
+    # a crash after the pages of slice 1 but before its fetches: only slice 1 is fetched again,
+    # with the robots.txt already stored
+    crashed = 1
+    tables.replace_where(
+        spark.createDataFrame([], FETCHES), root, "fetches", f"gen = {GEN} AND slice = {crashed}"
+    )
+    web.reset_log()
+    repaired = fetch.run(spark, root, cfg, GEN)
+    refetched = {url for url in by_slice[crashed] if not url.endswith(DENIED)}
+    assert requests(web) == {url: 1 for url in refetched}
+    assert repaired["seconds_fetching"] >= 0
+    assert repaired == {
+        **counts,
+        "slices_skipped": 1,
+        "robots_fetched": 0,
+        "seconds_fetching": repaired["seconds_fetching"],
+    }
+    assert tables.read(spark, root, "fetches").count() == len(fetches)
+    assert tables.read(spark, root, "pages").count() == pages_expected

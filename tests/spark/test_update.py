@@ -1,0 +1,257 @@
+"""update: fetch outcomes -> crawldb statuses, the guarded MERGE, redirect frontier rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from chispa import assert_df_equality
+from delta.tables import DeltaTable
+from pyspark.sql import functions as F
+
+from crawllib import tables
+from crawllib.config import replace
+from crawllib.schemas import CRAWLDB, FETCHES, FRONTIER, TEXTS
+from crawllib.stages import update
+from crawllib.transforms.update import crawldb_updates, redirect_frontier
+from crawllib.urls import url_key
+
+GEN = 3
+T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
+T1 = dt.datetime(2026, 1, 2, 12, 0, 0)
+FETCHED_AT = dt.datetime(2026, 1, 2, 11, 0, 0)
+
+
+def frame(spark, schema, rows):
+    """A DataFrame of `schema` from dicts; missing keys are null."""
+    return spark.createDataFrame(
+        [tuple(row.get(f.name) for f in schema.fields) for row in rows], schema
+    )
+
+
+def known(key, attempts=0, last_gen=None, http_status=None, content_hash=None, depth=1):
+    """A crawldb row as plan leaves it: queued for GEN."""
+    return {
+        "url_key": key,
+        "url": f"http://site.test/{key}",
+        "host": "site.test",
+        "domain": "site.test",
+        "status": "queued",
+        "reason": "link",
+        "attempts": attempts,
+        "depth": depth,
+        "first_gen": 0,
+        "last_gen": last_gen,
+        "next_gen": GEN,
+        "http_status": http_status,
+        "content_hash": content_hash,
+        "updated_at": T0,
+    }
+
+
+def fetch(key, outcome, http_status=None, error_kind=None, depth=1, **extra):
+    return {
+        "gen": GEN,
+        "slice": 0,
+        "url_key": key,
+        "url": f"http://site.test/{key}",
+        "host": "site.test",
+        "depth": depth,
+        "outcome": outcome,
+        "fetched_at": FETCHED_AT,
+        "http_status": http_status,
+        "error_kind": error_kind,
+        **extra,
+    }
+
+
+def after(key, status, reason, attempts, last_gen=GEN, next_gen=None, http_status=None, **kw):
+    row = known(key)
+    row.update(
+        status=status,
+        reason=reason,
+        attempts=attempts,
+        last_gen=last_gen,
+        next_gen=next_gen,
+        http_status=http_status,
+        updated_at=T1,
+    )
+    row.update(kw)
+    return row
+
+
+# (crawldb row before, fetch row, crawldb row after) with retry_backoff_base 2, max_attempts 3
+CASES = [
+    (
+        known(1),
+        fetch(1, "ok", 200),
+        after(1, "fetched", None, 1, http_status=200, content_hash="h1"),
+    ),
+    (
+        known(2),
+        fetch(2, "ok", 200),
+        after(2, "duplicate", "exact", 1, http_status=200, content_hash="h1"),
+    ),
+    (known(3), fetch(3, "redirect", 301), after(3, "redirected", None, 1, http_status=301)),
+    (known(4), fetch(4, "http_error", 404), after(4, "gone", "http_404", 1, http_status=404)),
+    (known(5), fetch(5, "http_error", 403), after(5, "gone", "http_403", 1, http_status=403)),
+    # backoff: next_gen = GEN + base * 2 ** (attempts - 1)
+    (
+        known(6),
+        fetch(6, "http_error", 429),
+        after(6, "failed", "http_429", 1, next_gen=GEN + 2, http_status=429),
+    ),
+    (
+        known(7, attempts=1, last_gen=1),
+        fetch(7, "http_error", 503),
+        after(7, "failed", "http_503", 2, next_gen=GEN + 4, http_status=503),
+    ),
+    (
+        known(8, attempts=2, last_gen=2),
+        fetch(8, "error", error_kind="timeout"),
+        after(8, "dead", "timeout", 3),
+    ),
+    (known(9), fetch(9, "robots_denied"), after(9, "robots_denied", "robots_denied", 1)),
+    (
+        known(10),
+        fetch(10, "robots_denied", error_kind="robots_unavailable"),
+        after(10, "failed", "robots_unavailable", 1, next_gen=GEN + 2),
+    ),
+    (
+        known(11),
+        fetch(11, "blocked", error_kind="private_address"),
+        after(11, "blocked", "private_address", 1),
+    ),
+    # deferred: queued for the next generation, attempts and last fetch kept
+    (
+        known(12, attempts=1, last_gen=1, http_status=503, content_hash="old"),
+        fetch(12, "deferred", error_kind="deadline"),
+        after(
+            12,
+            "queued",
+            "deadline",
+            1,
+            last_gen=1,
+            next_gen=GEN + 1,
+            http_status=503,
+            content_hash="old",
+        ),
+    ),
+    # not in crawldb (never expected, but handled): a fresh row
+    (
+        None,
+        {**fetch(13, "ok", 200, depth=2), "url": "http://a.example.com/", "host": "a.example.com"},
+        {
+            **after(13, "fetched", None, 1, http_status=200, content_hash="h13", depth=2),
+            "url": "http://a.example.com/",
+            "host": "a.example.com",
+            "domain": "example.com",
+            "first_gen": GEN,
+        },
+    ),
+]
+TEXT_ROWS = [
+    {"gen": GEN, "url_key": 1, "content_hash": "h1"},
+    {"gen": GEN, "url_key": 2, "content_hash": "h1", "duplicate_of": 1, "duplicate_kind": "exact"},
+    {"gen": GEN, "url_key": 13, "content_hash": "h13"},
+]
+
+
+def test_each_fetch_outcome_maps_to_its_crawldb_status(spark):
+    crawldb = frame(spark, CRAWLDB, [before for before, _, _ in CASES if before])
+    fetches = frame(spark, FETCHES, [f for _, f, _ in CASES])
+    texts = frame(spark, TEXTS, TEXT_ROWS)
+    actual = crawldb_updates(
+        fetches, texts, crawldb, GEN, max_attempts=3, backoff_base=2, updated_at=F.lit(T1)
+    )
+    expected = frame(spark, CRAWLDB, [a for _, _, a in CASES])
+    assert_df_equality(actual.orderBy("url_key"), expected.orderBy("url_key"), ignore_nullable=True)
+
+
+REDIRECTS = [
+    fetch(20, "redirect", 301, depth=1, redirect_to="http://site.test/new"),
+    fetch(21, "redirect", 302, depth=2, redirect_to="http://site.test/new"),
+    fetch(22, "redirect", 301, redirect_to="http://site.test/1"),  # already known
+    fetch(23, "redirect", 301, depth=2, redirect_to="HTTP://Other.Example.COM:80/x#top"),
+    fetch(24, "redirect", 301, error_kind="bad_location"),  # no usable target
+    fetch(25, "ok", 200),
+]
+
+
+def redirect_row(url, host, domain, depth, source_key):
+    return {
+        "gen": GEN + 1,
+        "url": url,
+        "url_key": url_key(url),
+        "host": host,
+        "domain": domain,
+        "depth": depth,
+        "source_url": f"http://site.test/{source_key}",
+        "reason": "redirect",
+        "discovered_at": FETCHED_AT,
+    }
+
+
+EXPECTED_REDIRECTS = [
+    redirect_row("http://site.test/new", "site.test", "site.test", 1, 20),
+    redirect_row("http://other.example.com/x", "other.example.com", "example.com", 2, 23),
+]
+
+
+def test_redirect_targets_not_in_crawldb_go_to_the_next_frontier(spark):
+    crawldb = frame(spark, CRAWLDB, [{**known(url_key("http://site.test/1"))}])
+    actual = redirect_frontier(frame(spark, FETCHES, REDIRECTS), crawldb, GEN)
+    expected = frame(spark, FRONTIER, EXPECTED_REDIRECTS)
+    assert_df_equality(actual.orderBy("url_key"), expected.orderBy("url_key"), ignore_nullable=True)
+
+
+@pytest.fixture
+def root(tmp_path, spark):
+    path = str(tmp_path / "crawl")
+    tables.init_tables(spark, path)
+    return path
+
+
+def crawldb_rows(spark, root):
+    return sorted(tables.read(spark, root, "crawldb").collect(), key=lambda r: r["url_key"])
+
+
+def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
+    cfg = replace(spark_cfg, fetch__max_attempts=3, fetch__retry_backoff_base=2)
+    before = [b for b, _, _ in CASES if b] + [known(url_key("http://site.test/1"))]
+    tables.append(frame(spark, CRAWLDB, before), root, "crawldb")
+    tables.append(frame(spark, FETCHES, [f for _, f, _ in CASES] + REDIRECTS[:4]), root, "fetches")
+    tables.append(frame(spark, TEXTS, TEXT_ROWS), root, "texts")
+    link = {**redirect_row("http://site.test/linked", "site.test", "site.test", 2, 1)}
+    tables.append(frame(spark, FRONTIER, [{**link, "reason": "link"}]), root, "frontier")
+
+    counts = update.run(spark, root, cfg, GEN)
+    assert counts == {
+        "fetched": 2,
+        "duplicate": 1,
+        "redirected": 5,
+        "gone": 2,
+        "failed": 3,
+        "dead": 1,
+        "robots_denied": 1,
+        "blocked": 1,
+        "deferred": 1,
+        "redirects_queued": 2,
+    }
+    statuses = {r["url_key"]: r["status"] for r in crawldb_rows(spark, root)}
+    assert statuses[7] == "failed" and statuses[12] == "queued" and statuses[13] == "fetched"
+    frontier = tables.read(spark, root, "frontier").filter(F.col("gen") == GEN + 1)
+    assert sorted((r["url"], r["reason"], r["depth"]) for r in frontier.collect()) == [
+        ("http://other.example.com/x", "redirect", 2),
+        ("http://site.test/linked", "link", 2),
+        ("http://site.test/new", "redirect", 1),
+    ]
+
+    first = crawldb_rows(spark, root)
+    assert update.run(spark, root, cfg, GEN) == counts
+    assert crawldb_rows(spark, root) == first
+    history = DeltaTable.forPath(spark, tables.table_path(root, "crawldb")).history(1).collect()
+    assert history[0]["operation"] == "MERGE"
+    assert history[0]["operationMetrics"]["numTargetRowsUpdated"] == "0"
+    assert history[0]["operationMetrics"]["numTargetRowsInserted"] == "0"
+    assert frontier.count() == 3
