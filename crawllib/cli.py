@@ -252,8 +252,12 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
 
 @command("demo", "crawl the built-in test web on 127.0.0.1 and show the results", _demo_args)
 def cmd_demo(args: argparse.Namespace, cfg: Any) -> int:
+    from crawllib import progress
     from crawllib.demo import run_demo
 
+    progress.use_terminal_bar()
+    if sys.stderr.isatty() and not args.verbose:
+        logging.getLogger("crawllib").setLevel(logging.WARNING)  # the bars tell the story
     return run_demo(cfg, args.root, args.generations, args.hosts)
 
 

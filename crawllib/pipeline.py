@@ -16,7 +16,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import generations, seeding, tables
+from crawllib import generations, progress, seeding, tables
 from crawllib.errors import StageOrderError
 
 log = logging.getLogger(__name__)
@@ -89,9 +89,26 @@ def run_generation(spark: SparkSession, root: str, cfg: Any, gen: int | None = N
     """Run every stage of one generation (the next due when gen is None); return its number."""
     if gen is None:
         gen = generations.next_gen(generations.stage_states(spark, root))
-    for stage in generations.STAGES:
-        run_stage(spark, root, cfg, gen, stage)
+    for i, stage in enumerate(generations.STAGES, start=1):
+        counts = run_stage(spark, root, cfg, gen, stage)
+        figures = {k: v for k, v in (counts or {}).items() if k in _SHOWN}
+        progress.report(f"gen {gen}", i, len(generations.STAGES), **figures)
     return gen
+
+
+# Counts shown in the per-generation progress line.
+_SHOWN = (
+    "planned",
+    "ok",
+    "error",
+    "http_error",
+    "robots_denied",
+    "texts",
+    "exact_duplicates",
+    "near_duplicates",
+    "new_frontier",
+    "dead",
+)
 
 
 def run_crawl(

@@ -17,7 +17,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import tables
+from crawllib import progress, tables
 from crawllib.schemas import ROBOTS
 from crawllib.transforms.fetch import (
     fetch_inputs,
@@ -66,6 +66,8 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
     )
     robots_fetched = 0
     seconds = 0.0
+    total_urls = sum(r["urls"] for r in todo)
+    urls_done = pages_done = errors = 0
     for i, r in enumerate(todo, start=1):
         done = fetch_slice(spark, root, cfg, gen, r["slice"], r["slots"], fetchlist)
         robots_fetched += done["robots"]
@@ -82,6 +84,17 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
             done["seconds"],
             done["ok"] / done["seconds"] if done["seconds"] > 0 else 0.0,
             done["robots"],
+        )
+        urls_done += done["urls"]
+        pages_done += done["ok"]
+        errors += done["errors"]
+        progress.report(
+            f"fetch gen {gen}",
+            urls_done,
+            total_urls,
+            pages=pages_done,
+            pages_per_s=round(pages_done / seconds, 1) if seconds > 0 else 0.0,
+            errors=errors,
         )
     counts = {
         "urls": sum(r["urls"] for r in plan),
@@ -108,7 +121,9 @@ def fetch_slice(
     spent fetching (the persisted results' first evaluation)."""
     slice_rows = fetchlist.filter(F.col("slice") == slice_)
     robots = fresh_robots(tables.read(spark, root, "robots"))
-    partitions = max(1, min(slots, spark.sparkContext.defaultParallelism * 2))
+    # As many tasks as cores: every task runs at once, each holding many hosts in asyncio, so
+    # no host waits for a second wave of tasks (politeness-bound time, not task waves).
+    partitions = max(1, min(slots, spark.sparkContext.defaultParallelism))
     results = fetch_results(fetch_inputs(slice_rows, robots), cfg, partitions)
     results = results.persist(StorageLevel.DISK_ONLY)
     try:
@@ -120,6 +135,7 @@ def fetch_slice(
         done = {
             "urls": sum(n for (kind, _), n in by_kind.items() if kind == "fetch"),
             "ok": by_kind.get(("fetch", "ok"), 0),
+            "errors": sum(by_kind.get(("fetch", o), 0) for o in ("http_error", "error")),
             "robots": by_kind.get(("robots", None), 0),
             "seconds": time.monotonic() - started,
         }
