@@ -1,0 +1,155 @@
+"""The analyst notebook and the README's queries, run on a real crawl of the built-in test web.
+
+The notebook runs in its own kernel (the venv's Python, through a kernelspec made under
+tmp_path, so no Jupyter setup is needed) which starts its own SparkSession on the crawl root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from crawllib import cli, pipeline
+from crawllib import config as config_mod
+from crawllib.testing import WebSpec, serve_in_thread
+
+pytestmark = pytest.mark.e2e
+
+PROJECT = Path(__file__).resolve().parents[2]
+NOTEBOOK = PROJECT / "notebooks" / "crawl_overview.ipynb"
+README = PROJECT / "README.md"
+GENERATIONS = 2
+CELL_TIMEOUT = 300
+KERNEL = "crawllib-test"
+
+
+@pytest.fixture(scope="module")
+def crawl_root(spark, spark_cfg, tmp_path_factory):
+    """A crawl root holding two generations of a small crawl of the test web."""
+    root = str(tmp_path_factory.mktemp("notebook") / "crawl")
+    seeds = tmp_path_factory.mktemp("seeds") / "seeds.txt"
+    with serve_in_thread(WebSpec(seed=1, hosts=3, pages_per_host=8, special=False)) as web:
+        cfg = config_mod.replace(
+            spark_cfg,
+            network__resolve=web.resolve,
+            network__resolve_only=True,
+            politeness__default_delay=0.1,
+        )
+        seeds.write_text("\n".join(web.seeds()) + "\n")
+        ran = pipeline.run_crawl(spark, root, cfg, str(seeds), GENERATIONS)
+    assert ran == list(range(GENERATIONS))
+    return root
+
+
+@pytest.fixture(scope="module")
+def executed(crawl_root, tmp_path_factory):
+    """The notebook after running every cell with CRAWL_ROOT set to the crawl."""
+    import nbformat
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
+    from nbclient import NotebookClient
+
+    # What `python -m ipykernel install` writes, pointing at this interpreter (the venv's).
+    kernels = tmp_path_factory.mktemp("kernels")
+    (kernels / KERNEL).mkdir()
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "crawllib (test)",
+        "language": "python",
+    }
+    (kernels / KERNEL / "kernel.json").write_text(json.dumps(spec))
+    km = AsyncKernelManager(
+        kernel_name=KERNEL, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)])
+    )
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}  # the kernel picks inline
+    env["CRAWL_ROOT"] = crawl_root
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    client = NotebookClient(
+        nb,
+        km=km,
+        timeout=CELL_TIMEOUT,
+        startup_timeout=120,
+        resources={"metadata": {"path": str(NOTEBOOK.parent)}},  # Jupyter's cwd: notebooks/
+    )
+    client.execute(env=env)
+    nbformat.write(nb, tmp_path_factory.mktemp("executed") / NOTEBOOK.name)
+    return nb
+
+
+def crawl_sql(capsys, root: str, *args: str) -> tuple[int, str]:
+    """Run `crawl sql ROOT ...` (in this process, on the test session's Spark); rc and stdout."""
+    capsys.readouterr()
+    rc = cli.main(["sql", root, *args])
+    return rc, capsys.readouterr().out
+
+
+def outputs(cell, kind: str) -> list:
+    return [o for o in cell.get("outputs", []) if kind in o.get("data", {})]
+
+
+def text_of(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.output_type == "stream")
+
+
+def test_every_cell_runs_and_every_section_plots(executed):
+    errors = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not errors, errors
+    first = executed.cells[0]
+    assert first.cell_type == "code" and "parameters" in first.metadata.get("tags", [])
+    # Each "## section" is a markdown heading followed by its query-and-plot cell.
+    sections = [
+        (cell.source.splitlines()[0], executed.cells[i + 1])
+        for i, cell in enumerate(executed.cells)
+        if cell.cell_type == "markdown" and cell.source.startswith("## ")
+    ]
+    assert len(sections) == 7
+    for heading, cell in sections:
+        assert cell.cell_type == "code" and "query(" in cell.source, heading
+        assert outputs(cell, "image/png"), f"{heading}: no plot"
+        assert outputs(cell, "text/html"), f"{heading}: no result table"
+
+
+def test_progress_totals_equal_crawl_sql(executed, crawl_root, capsys):
+    rc, out = crawl_sql(
+        capsys,
+        crawl_root,
+        "SELECT (SELECT count(*) FROM fetchlist) AS planned, "
+        "(SELECT count_if(outcome = 'ok') FROM fetches) AS fetched, "
+        "(SELECT count_if(outcome = 'robots_denied') FROM fetches) AS denied",
+        "--format",
+        "json",
+    )
+    assert rc == 0
+    expected = json.loads(out)
+    assert expected["fetched"] > 0 and expected["planned"] >= expected["fetched"]
+    progress = next(c for c in executed.cells if "progress = query(" in c.source)
+    total_line = text_of(progress).split("total:")[1].splitlines()[0]
+    totals = {name: int(n) for name, n in re.findall(r"(\w+) (\d+)", total_line)}
+    assert {k: totals[k] for k in expected} == expected
+    table = outputs(progress, "text/plain")[0].data["text/plain"]
+    assert table.split()[:2] == ["gen", "planned"] and len(table.splitlines()) == 1 + GENERATIONS
+
+
+def readme_queries() -> list[list[str]]:
+    """The `crawl sql $ROOT ...` commands of the README's Analysts section, as argument lists."""
+    section = README.read_text(encoding="utf-8").split("\n## Analysts", 1)[1].split("\n## ", 1)[0]
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", section, re.S) if "crawl sql" in b)
+    words = shlex.split(block, comments=True)
+    starts = [i for i, w in enumerate(words) if w == "crawl" and words[i + 1 : i + 2] == ["sql"]]
+    return [words[i + 2 : j] for i, j in zip(starts, [*starts[1:], len(words)], strict=True)]
+
+
+def test_readme_queries_run_on_a_real_crawl(crawl_root, capsys):
+    queries = readme_queries()
+    assert len(queries) == 5
+    for args in queries:
+        assert args[0] == "$ROOT", args
+        rc, out = crawl_sql(capsys, crawl_root, *args[1:])
+        assert rc == 0, args
+        assert out.strip() and "(0 rows)" not in out, f"no rows: {args[1]}"
