@@ -1,0 +1,363 @@
+"""spark-submit to a Spark standalone cluster (one master, two workers, all on 127.0.0.1), the
+way a real cluster runs the crawler: crawllib reaches the driver and the executors only through
+``dist/crawllib.zip`` (``--py-files``), Delta through ``--jars``, and every Python process runs in
+a worker environment that holds ``dist/requirements.txt`` plus pyspark and nothing else.
+
+The worker environment is cached in ``.venv-worker/`` (rebuilt when requirements change); the
+master, the workers and the driver run in temporary folders outside the repository.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from importlib import metadata
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from crawllib import tables
+from crawllib.session import cached_jars
+from crawllib.testing import WebSpec, serve_in_thread
+from crawllib.urls import normalize_url
+
+pytestmark = [pytest.mark.cluster, pytest.mark.e2e]
+
+REPO = Path(__file__).resolve().parents[2]
+WORKER_ENV = REPO / ".venv-worker"
+PYSPARK = f"pyspark=={metadata.version('pyspark')}"
+WORKERS = 2
+SUBMIT_TIMEOUT = 900  # measured on two cores: ~190s at load average 5, ~400s at 10
+# Settings of the crawl; the network ones go in the TOML file, the way an operator would.
+SETTINGS = [
+    "spark.master=",  # empty: spark-submit's --master decides
+    "spark.delta_jars=provided",  # the jars come with --jars
+    "spark.shuffle_partitions=2",
+    "spark.ui=false",
+    "spark.log_level=WARN",
+    "politeness.default_delay=0.1",
+    "storage.fetch_slices=2",
+]
+
+
+def _no_proxy() -> urllib.request.OpenerDirector:
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(check: Callable[[], object], what: str, log: Path, timeout: float = 90.0) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}; {log}:\n{tail(log, 3000)}")
+
+
+def tail(path: Path, chars: int = 6000) -> str:
+    return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+
+# -- dist and the worker environment -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    t0 = time.monotonic()
+    subprocess.run(
+        [sys.executable, str(REPO / "tools" / "build_dist.py"), "--out", str(out)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    print(f"\ndist built in {time.monotonic() - t0:.1f}s: {sorted(p.name for p in out.iterdir())}")
+    return out
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without anything that points Python or Spark at the project's venv."""
+    drop = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "SPARK_", "PYSPARK_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    venv_bin = str(Path(sys.prefix) / "bin")
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != venv_bin]
+    env["PATH"] = os.pathsep.join([str(WORKER_ENV / "bin"), *path])
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def worker_python(dist) -> Path:
+    """``.venv-worker/bin/python`` with only dist/requirements.txt and pyspark installed."""
+    python = WORKER_ENV / "bin" / "python"
+    stamp = WORKER_ENV / ".crawllib-worker-env"
+    want = (dist / "requirements.txt").read_text() + PYSPARK + "\n" + sys.version + "\n"
+    lock_path = Path(tempfile.gettempdir()) / "crawllib-venv-worker.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one creator at a time; the others reuse its result
+        if python.exists() and stamp.exists() and stamp.read_text() == want:
+            print(f"worker env {WORKER_ENV}: cached")
+        else:
+            t0 = time.monotonic()
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(WORKER_ENV)], check=True)
+            pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+            subprocess.run(
+                [*pip, "-r", str(dist / "requirements.txt"), PYSPARK], check=True, env=clean_env()
+            )
+            stamp.write_text(want)
+            print(f"worker env {WORKER_ENV}: created in {time.monotonic() - t0:.1f}s")
+    probe = "import importlib.util as u; print([m for m in %r if u.find_spec(m)])"
+    found = subprocess.run(
+        [str(python), "-c", probe % (["crawllib", "delta", "aiohttp", "trafilatura", "pyspark"],)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        cwd=tempfile.gettempdir(),
+    ).stdout.strip()
+    # crawllib only via --py-files; delta only via the Delta jar, like on a cluster.
+    assert found == str(["aiohttp", "trafilatura", "pyspark"]), found
+    return python
+
+
+# -- the standalone cluster --------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Cluster:
+    url: str
+    ui_port: int
+    home: Path  # SPARK_HOME: the worker env's pyspark
+    env: dict[str, str]
+    work_dirs: list[Path] = dataclasses.field(default_factory=list)
+
+    def state(self) -> dict | None:
+        """The master's JSON status (workers, activeapps, completedapps), None if not up."""
+        try:
+            with _no_proxy().open(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as resp:
+                return json.load(resp)
+        except OSError:
+            return None
+
+
+def spark_home(python: Path) -> Path:
+    out = subprocess.run(
+        [str(python), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+    )
+    return Path(out.stdout.strip())
+
+
+def spark_env(home: Path, python: Path, conf_dir: Path) -> dict[str, str]:
+    return clean_env(
+        SPARK_HOME=str(home),
+        SPARK_CONF_DIR=str(conf_dir),  # empty: no spark-defaults or spark-env from anywhere
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_MASTER_HOST="127.0.0.1",
+        PYSPARK_PYTHON=str(python),
+        PYSPARK_DRIVER_PYTHON=str(python),
+    )
+
+
+def start_daemon(home: Path, env: dict[str, str], args: list[str], log: Path, cwd: Path):
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [str(home / "bin" / "spark-class"), *args],
+            env=env,
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: teardown kills the JVM and executors
+        )
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 15)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # executors the worker left behind
+
+
+@contextlib.contextmanager
+def standalone_cluster(home: Path, env: dict[str, str], base: Path) -> Iterator[Cluster]:
+    logs = base / "logs"
+    logs.mkdir(parents=True)
+    procs: list[subprocess.Popen] = []
+    try:
+        port, ui_port = free_port(), free_port()
+        master_args = ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
+        master_args += ["--port", str(port), "--webui-port", str(ui_port)]
+        procs.append(start_daemon(home, env, master_args, logs / "master.log", base))
+        cluster = Cluster(f"spark://127.0.0.1:{port}", ui_port, home, env)
+        wait_for(cluster.state, "the master", logs / "master.log")
+        for i in range(WORKERS):
+            work = base / f"worker{i}"
+            work.mkdir()
+            cluster.work_dirs.append(work)
+            worker_args = ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1"]
+            worker_args += ["--port", str(free_port()), "--webui-port", str(free_port())]
+            worker_args += ["--cores", "1", "--memory", "1g", "--work-dir", str(work), cluster.url]
+            procs.append(start_daemon(home, env, worker_args, logs / f"worker{i}.log", base))
+        wait_for(
+            lambda: (cluster.state() or {}).get("aliveworkers") == WORKERS,
+            f"{WORKERS} workers",
+            logs / "worker0.log",
+        )
+        yield cluster
+    finally:
+        for proc in reversed(procs):
+            stop_group(proc)
+
+
+@pytest.fixture(scope="module")
+def cluster(worker_python, tmp_path_factory):
+    base = tmp_path_factory.mktemp("standalone")
+    home = spark_home(worker_python)
+    (base / "conf").mkdir()
+    env = spark_env(home, worker_python, base / "conf")
+    t0 = time.monotonic()
+    with standalone_cluster(home, env, base) as running:
+        print(f"standalone cluster up in {time.monotonic() - t0:.1f}s at {running.url}")
+        yield running
+
+
+@pytest.fixture(scope="module")
+def web():
+    with serve_in_thread(WebSpec(seed=21, hosts=4, pages_per_host=6, special=False)) as w:
+        yield w
+
+
+# -- the test ----------------------------------------------------------------------------------
+
+
+def delta_jars(spark_cfg) -> list[str]:
+    jars = cached_jars(spark_cfg.spark.jars_cache)  # cached by the `spark` fixture's session
+    assert jars, f"no Delta jars cached under {spark_cfg.spark.jars_cache}"
+    return jars
+
+
+def write_config(path: Path, resolve: dict[str, str]) -> Path:
+    lines = ["[network]", "resolve_only = true", "[network.resolve]"]
+    lines += [f'"{host}" = "{target}"' for host, target in resolve.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def submit_cmd(cluster, dist, python, jars, app_name, job, args) -> list[str]:
+    delta_jar = next(j for j in jars if "delta-spark_" in j)
+    conf = {
+        "spark.app.name": app_name,
+        "spark.pyspark.python": str(python),
+        "spark.pyspark.driver.python": str(python),
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.executor.cores": "1",
+        "spark.executor.memory": "1g",
+        "spark.cores.max": str(WORKERS),
+        # Delta rebuilds table state over 50 partitions by default: minutes on two cores.
+        "spark.databricks.delta.snapshotPartitions": "2",
+    }
+    cmd = [str(cluster.home / "bin" / "spark-submit"), "--master", cluster.url]
+    cmd += ["--deploy-mode", "client", "--name", app_name]
+    # The Delta jar also carries the `delta` Python module, which crawllib.tables imports.
+    cmd += ["--py-files", f"{dist / 'crawllib.zip'},{delta_jar}", "--jars", ",".join(jars)]
+    for key, value in conf.items():
+        cmd += ["--conf", f"{key}={value}"]
+    cmd += [str(job), *args]
+    for setting in [*SETTINGS, f"spark.app_name={app_name}"]:
+        cmd += ["--set", setting]
+    return cmd
+
+
+def run_submit(cmd: list[str], driver: Path, env: dict[str, str]) -> int:
+    """Run spark-submit in ``driver``; its output (the driver's Python logs go to stdout) is
+    kept in driver/stdout and driver/stderr. Its process group is killed on the way out."""
+    with open(driver / "stdout", "wb") as out, open(driver / "stderr", "wb") as err:
+        proc = subprocess.Popen(
+            cmd, cwd=driver, env=env, stdout=out, stderr=err, start_new_session=True
+        )
+        try:
+            return proc.wait(timeout=SUBMIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"spark-submit still running after {SUBMIT_TIMEOUT}s:\n{tail(driver / 'stdout')}"
+            ) from None
+        finally:
+            stop_group(proc)
+
+
+def test_spark_submit_run_on_standalone_cluster(
+    spark, spark_cfg, dist, worker_python, cluster, web, tmp_path
+):
+    driver = tmp_path / "driver"  # the driver's working folder: nothing of the repo in it
+    driver.mkdir()
+    job = shutil.copy(REPO / "jobs" / "run.py", driver / "run.py")  # as if uploaded with dist/
+    seeds = driver / "seeds.txt"
+    seeds.write_text("\n".join(web.seeds()) + "\n")
+    config = write_config(driver / "crawl.toml", web.resolve)
+    root = tmp_path / "crawl"
+    app_name = f"crawllib-cluster-test-{uuid.uuid4().hex[:8]}"
+    args = [str(root), "--seeds", str(seeds), "--generations", "1", "--config", str(config)]
+    cmd = submit_cmd(cluster, dist, worker_python, delta_jars(spark_cfg), app_name, job, args)
+    web.reset_log()
+    t0 = time.monotonic()
+    returncode = run_submit(cmd, driver, cluster.env)
+    print(f"spark-submit jobs/run.py: exit {returncode} in {time.monotonic() - t0:.1f}s")
+    print(tail(driver / "stdout"))
+    assert returncode == 0, (
+        f"spark-submit failed ({returncode}):\n{tail(driver / 'stderr')}\n{tail(driver / 'stdout')}"
+    )
+
+    # The crawl root holds gen 0: every seed fetched into pages and extracted into texts.
+    seed_urls = sorted(normalize_url(s) for s in web.seeds())
+    pages = tables.read(spark, str(root), "pages").select("url", "gen").collect()
+    assert sorted(r["url"] for r in pages) == seed_urls
+    texts = tables.read(spark, str(root), "texts").select("url", "text").collect()
+    assert sorted(r["url"] for r in texts) == seed_urls
+    assert all(r["text"] for r in texts), "a seed page has no extracted text"
+
+    # The requests reached the test web: each host's robots.txt and home page, crawllib's agent.
+    seed_hosts = {urlsplit(u).hostname for u in seed_urls}
+    requests = {(r.host, r.path_qs) for r in web.log}
+    assert requests == {(h, p) for h in seed_hosts for p in ("/robots.txt", "/")}
+    assert all(r.user_agent.startswith("crawllib/") for r in web.log)
+
+    # The application ran on the standalone cluster: the master lists it as finished, and each
+    # worker ran an executor that received crawllib.zip through --py-files.
+    state = cluster.state() or {}
+    apps = [a for a in state.get("completedapps", []) if a["name"] == app_name]
+    assert [a["state"] for a in apps] == ["FINISHED"], state
+    app_id = apps[0]["id"]
+    for work in cluster.work_dirs:
+        executors = [d for d in (work / app_id).iterdir() if d.is_dir()]
+        assert executors, f"no executor of {app_id} ran on worker {work.name}"
+        assert all((d / "crawllib.zip").is_file() for d in executors)
+        assert all((d / "stderr").is_file() for d in executors)
