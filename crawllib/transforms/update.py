@@ -9,6 +9,7 @@ http_error 4xx except 429, others  ``gone`` (reason ``http_<status>``)
 http_error 429 / 5xx, error,       ``failed``: attempts + 1, retried at gen
 robots_denied "robots_unavailable"   N + retry_backoff_base * 2**(attempts - 1); ``dead`` once
                                    attempts >= max_attempts
+error "decompressed_too_large"     ``dead`` at once: a decompression bomb is not retried
 robots_denied                      ``robots_denied``
 blocked                            ``blocked``
 deferred                           ``queued`` for gen N + 1; attempts and last_gen unchanged
@@ -52,6 +53,10 @@ def redirect_target(url: str | None) -> tuple[str, int, str, str] | None:
 
 _redirect_target_udf = F.udf(redirect_target, _TARGET)
 _domain_udf = F.udf(registered_domain, StringType())
+
+
+# Errors that another attempt would only repeat.
+PERMANENT_ERRORS = ("decompressed_too_large",)
 
 
 def _retryable() -> Column:
@@ -114,6 +119,7 @@ def crawldb_updates(
         .when(outcome == "ok", "fetched")
         .when(outcome == "redirect", "redirected")
         .when(deferred, "queued")
+        .when(F.col("error_kind").isin(*PERMANENT_ERRORS), "dead")
         .when(_retryable(), F.when(attempts >= max_attempts, "dead").otherwise("failed"))
         .when(outcome == "http_error", "gone")
         .when(outcome == "robots_denied", "robots_denied")

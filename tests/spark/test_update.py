@@ -122,6 +122,12 @@ CASES = [
         fetch(11, "blocked", error_kind="private_address"),
         after(11, "blocked", "private_address", 1),
     ),
+    # a decompression bomb is dead at once: another attempt would only repeat it
+    (
+        known(14),
+        fetch(14, "error", 200, error_kind="decompressed_too_large"),
+        after(14, "dead", "decompressed_too_large", 1, http_status=200),
+    ),
     # deferred: queued for the next generation, attempts and last fetch kept
     (
         known(12, attempts=1, last_gen=1, http_status=503, content_hash="old"),
