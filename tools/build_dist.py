@@ -51,6 +51,9 @@ REQUIREMENTS="$(mktemp)"
 aws s3 cp "${DIST%/}/requirements.txt" "$REQUIREMENTS"
 sudo "$PYTHON" -m pip install --quiet -r "$REQUIREMENTS"
 rm -f "$REQUIREMENTS"
+# The jobs, profiles and --py-files zip, where spark-submit and the Airflow DAG look for them.
+sudo mkdir -p /opt/crawllib
+sudo aws s3 cp --recursive --quiet "${DIST%/}" /opt/crawllib
 """
 
 
