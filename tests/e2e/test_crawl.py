@@ -1,6 +1,6 @@
 """Whole crawls of the built-in test web on 127.0.0.1, checked from the server log and the tables.
 
-One crawl (module fixture) of regular and special hosts over enough generations for redirect
+One crawl (the session fixture e2e_crawl in conftest.py) of regular and special hosts over enough generations for redirect
 chains and retries to finish; each test asserts one thing a user of the crawler would check.
 """
 
@@ -11,51 +11,19 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from crawllib import config as config_mod
 from crawllib import pipeline, tables
-from crawllib.testing import WebSpec, canonical_url, is_private_host, serve_in_thread
+from crawllib.testing import canonical_url, is_private_host
 from crawllib.urls import normalize_url
+from tests.e2e.conftest import DELAY, GENERATIONS, MAX_DEPTH
 
 pytestmark = pytest.mark.e2e
 
-MAX_DEPTH = 2
-DELAY = 0.2
-GENERATIONS = 6
-BOMB = "http://gzipbomb.org/bomb.html"  # depth 2, a 3-hop redirect chain and two retries all settle within 6
+BOMB = "http://gzipbomb.org/bomb.html"
 
 
 @pytest.fixture(scope="module")
-def crawl(spark, spark_cfg, tmp_path_factory):
-    spec = WebSpec(
-        seed=3, hosts=6, pages_per_host=20, special=True, slow_seconds=0.5, big_body_bytes=8 << 20
-    )
-    root = str(tmp_path_factory.mktemp("e2e") / "crawl")
-    with serve_in_thread(spec) as web:
-        cfg = config_mod.replace(
-            spark_cfg,
-            network__resolve=web.resolve,
-            politeness__default_delay=DELAY,
-            crawl__max_depth=MAX_DEPTH,
-            fetch__total_timeout=5.0,
-            fetch__max_body_bytes=1_000_000,
-            storage__fetch_slices=3,
-            fetch__max_attempts=3,
-        )
-        seeds = tmp_path_factory.mktemp("seeds") / "seeds.txt"
-        seeds.write_text("\n".join(web.seeds()) + "\n")
-        ran = pipeline.run_crawl(spark, root, cfg, str(seeds), GENERATIONS)
-        log = list(web.log)
-        expected = web.expected_fetches(MAX_DEPTH)
-        attempts = web.expected_attempts(MAX_DEPTH)
-    return {
-        "root": root,
-        "cfg": cfg,
-        "ran": ran,
-        "log": log,
-        "expected": expected,
-        "attempts": attempts,
-        "web": web,
-    }
+def crawl(e2e_crawl):
+    return e2e_crawl
 
 
 def sql(spark, root, query):

@@ -15,36 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from crawllib import cli, pipeline
-from crawllib import config as config_mod
-from crawllib.testing import WebSpec, serve_in_thread
+from crawllib import cli
 
 pytestmark = pytest.mark.e2e
 
 PROJECT = Path(__file__).resolve().parents[2]
 NOTEBOOK = PROJECT / "notebooks" / "crawl_overview.ipynb"
 README = PROJECT / "README.md"
-GENERATIONS = 2
 CELL_TIMEOUT = 300
 KERNEL = "crawllib-test"
 
 
 @pytest.fixture(scope="module")
-def crawl_root(spark, spark_cfg, tmp_path_factory):
-    """A crawl root holding two generations of a small crawl of the test web."""
-    root = str(tmp_path_factory.mktemp("notebook") / "crawl")
-    seeds = tmp_path_factory.mktemp("seeds") / "seeds.txt"
-    with serve_in_thread(WebSpec(seed=1, hosts=3, pages_per_host=8, special=False)) as web:
-        cfg = config_mod.replace(
-            spark_cfg,
-            network__resolve=web.resolve,
-            network__resolve_only=True,
-            politeness__default_delay=0.1,
-        )
-        seeds.write_text("\n".join(web.seeds()) + "\n")
-        ran = pipeline.run_crawl(spark, root, cfg, str(seeds), GENERATIONS)
-    assert ran == list(range(GENERATIONS))
-    return root
+def crawl_root(e2e_crawl):
+    """The shared end-to-end crawl (tests/e2e/conftest.py): regular and special hosts."""
+    return e2e_crawl["root"]
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +100,7 @@ def test_every_cell_runs_and_every_section_plots(executed):
         assert outputs(cell, "text/html"), f"{heading}: no result table"
 
 
-def test_progress_totals_equal_crawl_sql(executed, crawl_root, capsys):
+def test_progress_totals_equal_crawl_sql(executed, crawl_root, e2e_crawl, capsys):
     rc, out = crawl_sql(
         capsys,
         crawl_root,
@@ -133,7 +118,8 @@ def test_progress_totals_equal_crawl_sql(executed, crawl_root, capsys):
     totals = {name: int(n) for name, n in re.findall(r"(\w+) (\d+)", total_line)}
     assert {k: totals[k] for k in expected} == expected
     table = outputs(progress, "text/plain")[0].data["text/plain"]
-    assert table.split()[:2] == ["gen", "planned"] and len(table.splitlines()) == 1 + GENERATIONS
+    generations = len(e2e_crawl["ran"])
+    assert table.split()[:2] == ["gen", "planned"] and len(table.splitlines()) == 1 + generations
 
 
 def readme_queries() -> list[list[str]]:

@@ -1,0 +1,48 @@
+"""The end-to-end crawl shared by the e2e tests: regular and special hosts of the test web,
+crawled over enough generations for redirect chains and retries to settle."""
+
+from __future__ import annotations
+
+import pytest
+
+from crawllib import config as config_mod
+from crawllib import pipeline
+from crawllib.testing import WebSpec, serve_in_thread
+
+MAX_DEPTH = 2
+DELAY = 0.2
+GENERATIONS = 6  # depth 2, a 3-hop redirect chain and two retries all settle within 6
+
+
+@pytest.fixture(scope="session")
+def e2e_crawl(spark, spark_cfg, tmp_path_factory):
+    spec = WebSpec(
+        seed=3, hosts=6, pages_per_host=20, special=True, slow_seconds=0.5, big_body_bytes=8 << 20
+    )
+    root = str(tmp_path_factory.mktemp("e2e") / "crawl")
+    with serve_in_thread(spec) as web:
+        cfg = config_mod.replace(
+            spark_cfg,
+            network__resolve=web.resolve,
+            politeness__default_delay=DELAY,
+            crawl__max_depth=MAX_DEPTH,
+            fetch__total_timeout=5.0,
+            fetch__max_body_bytes=1_000_000,
+            storage__fetch_slices=3,
+            fetch__max_attempts=3,
+        )
+        seeds = tmp_path_factory.mktemp("seeds") / "seeds.txt"
+        seeds.write_text("\n".join(web.seeds()) + "\n")
+        ran = pipeline.run_crawl(spark, root, cfg, str(seeds), GENERATIONS)
+        log = list(web.log)
+        expected = web.expected_fetches(MAX_DEPTH)
+        attempts = web.expected_attempts(MAX_DEPTH)
+    return {
+        "root": root,
+        "cfg": cfg,
+        "ran": ran,
+        "log": log,
+        "expected": expected,
+        "attempts": attempts,
+        "web": web,
+    }
