@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m crawllib.bench <name>``; each module has a ``bench()`` function."""

@@ -1,0 +1,307 @@
+"""The fetch engine's entry points: fetch a batch of URLs politely and return one row each.
+
+In (one mapping per URL): url (normalised, absolute), url_key, host, depth, optionally slot
+(the politeness key value; default: host). Out: dicts with ``record`` = "fetch" (exactly one
+per input row, keys FETCH_KEYS) or "robots" (one per host whose robots.txt was requested in
+this call, keys ROBOTS_KEYS; see :mod:`.robots_fetch`).
+
+Per slot one request at a time, starts spaced by the slot's delay (:mod:`.slots`); up to
+``politeness.max_hosts_in_flight`` slots at once, the slots with most URLs first. A failure is
+a row, never an exception; only errors of the engine itself (or of ``emit``) propagate.
+
+outcome      error_kind (None unless listed)
+ok           2xx. body: the bytes (decoded from gzip/deflate) if the media type is in
+             fetch.content_types or absent, else None; is_truncated past fetch.max_body_bytes
+redirect     3xx with Location, not followed; redirect_to = normalised absolute target, or
+             None with "bad_location" (unparseable or not http(s))
+http_error   4xx, 5xx (429 and 503 carry retry_after), 3xx without Location ("no_location")
+robots_denied  no request: robots.txt disallows the URL; "robots_unavailable" when it is
+             because robots.txt answered 5xx or could not be fetched (temporary: retry later)
+blocked      no request: "scheme" (not http/https), "resolve_only" (IP literal outside
+             network.resolve), or netsafety.BLOCKED_KINDS ("private_address",
+             "loopback_address", "link_local_address", "metadata_address", ...)
+error        "dns", "connect", "connect_timeout", "ssl", "timeout" (fetch.total_timeout),
+             "disconnected" (dropped mid-answer), "bad_response" (unparseable status line or
+             headers), "decompressed_too_large" (past fetch.max_decompressed_bytes: no body),
+             "decode_error" (corrupt gzip/deflate), "unsupported_encoding" (e.g. br),
+             "invalid_url", "internal" (a bug; error_detail names the exception)
+deferred     not attempted, fetch again later: "deadline" (fetch.deadline_seconds passed),
+             "max_urls_per_host", "host_unreachable" (3 dns/connect failures in a row)
+
+Fetch rows carry one key beyond the table's columns: error_detail (exception text or None).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+import aiohttp
+
+from crawllib.fetch.client import Fetched, Limits, fetch_url, trace_config
+from crawllib.fetch.dns import Resolver
+from crawllib.fetch.robots_fetch import (
+    HOST_DOWN_KINDS,
+    RobotsState,
+    classify,
+    fetch_robots,
+    fresh_rows,
+)
+from crawllib.fetch.slots import Slot
+from crawllib.urls import host_of
+
+log = logging.getLogger(__name__)
+
+FETCH_KEYS = (
+    "record", "url_key", "url", "host", "depth", "outcome", "fetched_at", "http_status",
+    "error_kind", "error_detail", "redirect_to", "content_type", "charset", "headers", "body",
+    "body_bytes", "is_truncated", "fetch_ms", "ip", "retry_after",
+)  # fmt: skip
+ROBOTS_KEYS = (
+    "record", "host", "fetched_at", "http_status", "body", "crawl_delay", "sitemaps",
+    "expires_at", "error_kind",
+)  # fmt: skip
+HOST_DOWN_AFTER = 3  # consecutive dns/connect failures after which a host's rest is deferred
+ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
+
+Emit = Callable[[dict[str, Any]], "Awaitable[None] | None"]
+
+
+async def fetch_async(
+    rows: Iterable[Mapping[str, Any]],
+    cfg: Any,
+    robots_rows: Iterable[Mapping[str, Any]] = (),
+    emit: Emit | None = None,
+    now: Callable[[], float] = time.time,
+) -> None:
+    """Fetch every row and pass each result record to ``emit`` (awaited if it returns an
+    awaitable: that is the back-pressure). ``now`` gives epoch seconds (fetched_at, robots
+    freshness); delays use the event loop's clock."""
+    if emit is None:
+        raise TypeError("fetch_async needs an emit callable")
+    await _Run(cfg, robots_rows, emit, now).run(rows)
+
+
+class _Run:
+    """The state of one fetch call: slots, robots per host, one session."""
+
+    def __init__(self, cfg: Any, robots_rows: Iterable[Any], emit: Emit, now: Callable[[], float]):
+        self.cfg = cfg
+        self.now = now
+        self._emit = emit
+        self.loop = asyncio.get_running_loop()
+        self.deadline = self.loop.time() + cfg.fetch.deadline_seconds
+        self.cached_robots = fresh_rows(robots_rows, now())
+        self.robots: dict[str, asyncio.Future[RobotsState | None]] = {}
+        self.per_host: Counter[str] = Counter()
+        self.host_down: Counter[str] = Counter()
+        self.limits = Limits(
+            max_raw=cfg.fetch.max_body_bytes,
+            max_decoded=cfg.fetch.max_decompressed_bytes,
+            keep_types=frozenset(t.lower() for t in cfg.fetch.content_types),
+        )
+        self.resolver = Resolver(cfg.network, timeout=cfg.fetch.connect_timeout)
+        self.session: aiohttp.ClientSession | None = None
+
+    async def emit(self, record: dict[str, Any]) -> None:
+        result = self._emit(record)
+        if inspect.isawaitable(result):
+            await result
+
+    async def run(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        slots = self._slots(rows)
+        if not slots:
+            return
+        fetch = self.cfg.fetch
+        connector = aiohttp.TCPConnector(
+            resolver=self.resolver,
+            limit=2 * self.cfg.politeness.max_hosts_in_flight,
+            limit_per_host=0,
+            use_dns_cache=False,  # the resolver caches (and checks) itself
+            # a slot's connection must outlive its delay; idle ones of finished hosts go soon
+            keepalive_timeout=min(max(5.0, 2 * self.cfg.politeness.default_delay), 60.0),
+        )
+        session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(
+                total=fetch.total_timeout, sock_connect=fetch.connect_timeout
+            ),
+            headers={
+                "User-Agent": fetch.user_agent,
+                "Accept": ACCEPT,
+                "Accept-Encoding": "gzip, deflate",
+            },
+            auto_decompress=False,
+            trust_env=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            trace_configs=[trace_config()],
+        )
+        try:
+            async with session:
+                self.session = session
+                queue = deque(sorted(slots.values(), key=lambda s: -len(s.rows)))
+                workers = min(len(queue), self.cfg.politeness.max_hosts_in_flight)
+                try:
+                    async with asyncio.TaskGroup() as group:
+                        for _ in range(workers):
+                            group.create_task(self._worker(queue))
+                except BaseExceptionGroup as group_error:  # an engine or emit failure
+                    raise group_error.exceptions[0] from None
+        finally:
+            await self.resolver.close()
+
+    def _slots(self, rows: Iterable[Mapping[str, Any]]) -> dict[str, Slot]:
+        slots: dict[str, Slot] = {}
+        for row in rows:
+            row = row.asDict() if hasattr(row, "asDict") else row
+            host = row.get("host") or host_of(row.get("url") or "")
+            key = row.get("slot") or host
+            slot = slots.get(key)
+            if slot is None:
+                slot = slots[key] = Slot.from_config(key, self.cfg.politeness)
+            slot.rows.append(row)
+        return slots
+
+    async def _worker(self, queue: deque[Slot]) -> None:
+        while queue:
+            slot = queue.popleft()
+            while slot.rows:
+                row = slot.rows.popleft()
+                try:
+                    record = await self._one(slot, row)
+                except Exception as exc:  # a bug for one URL must not stop the others
+                    log.exception("fetch of %s failed inside the engine", row.get("url"))
+                    record = self._row(row, "error", error_kind="internal")
+                    record["error_detail"] = f"{type(exc).__name__}: {exc}"[:300]
+                await self.emit(record)
+
+    async def _one(self, slot: Slot, row: Mapping[str, Any]) -> dict[str, Any]:
+        url = row.get("url") or ""
+        host = row.get("host") or host_of(url)
+        if self.loop.time() >= self.deadline:
+            return self._row(row, "deferred", error_kind="deadline")
+        self.per_host[host] += 1
+        if self.per_host[host] > self.cfg.fetch.max_urls_per_host:
+            return self._row(row, "deferred", error_kind="max_urls_per_host")
+        if self.host_down[host] >= HOST_DOWN_AFTER:
+            return self._row(row, "deferred", error_kind="host_unreachable")
+        refused = self._precheck(url)
+        if refused is not None:
+            return self._row(row, refused.outcome, error_kind=refused.error_kind)
+        state = await self._robots_for(slot, host, url)
+        if state is None:
+            return self._row(row, "deferred", error_kind="deadline")
+        if state.blocked_kind:
+            return self._row(row, "blocked", error_kind=state.blocked_kind)
+        if state.down_kind:
+            return self._row(row, "error", error_kind=state.down_kind)
+        if not state.rules.allowed(url):
+            return self._row(row, "robots_denied", error_kind=state.deny_kind)
+        if not await slot.wait_turn(self.deadline):
+            return self._row(row, "deferred", error_kind="deadline")
+        fetched_at = self.now()
+        got = await fetch_url(self.session, url, self.limits, slot.sent)  # type: ignore[arg-type]
+        self._after(slot, got)
+        if got.error_kind in HOST_DOWN_KINDS:
+            self.host_down[host] += 1
+        elif got.http_status is not None:
+            self.host_down[host] = 0
+        return self._row(row, got.outcome, got, fetched_at)
+
+    def _precheck(self, url: str) -> Fetched | None:
+        """Refuse before any request: bad URL, scheme, unsafe literal host, resolve_only."""
+        refused = self.resolver.refuse(url)
+        return Fetched(refused[0], error_kind=refused[1]) if refused else None
+
+    async def _robots_for(self, slot: Slot, host: str, url: str) -> RobotsState | None:
+        future = self.robots.get(host)
+        if future is not None:
+            return await asyncio.shield(future)
+        future = self.robots[host] = self.loop.create_future()
+        try:
+            state = await self._load_robots(slot, host, url)
+        except BaseException as exc:
+            del self.robots[host]
+            future.set_exception(exc if isinstance(exc, Exception) else RuntimeError("cancelled"))
+            future.exception()
+            raise
+        future.set_result(state)
+        return state
+
+    async def _load_robots(self, slot: Slot, host: str, url: str) -> RobotsState | None:
+        robots = self.cfg.robots
+        cached = self.cached_robots.get(host)
+        if cached is not None:
+            state = classify(cached, robots.agent, robots.max_bytes)
+            slot.set_crawl_delay(state.crawl_delay)
+            return state
+
+        async def before_request(hop_url: str) -> Fetched | None:
+            refused = self._precheck(hop_url)
+            if refused is not None:
+                return Fetched("blocked", error_kind=refused.error_kind)
+            if not await slot.wait_turn(self.deadline):
+                return Fetched("deferred", error_kind="deadline")
+            return None
+
+        assert self.session is not None
+        result = await fetch_robots(
+            self.session,
+            url,
+            host,
+            self.cfg,
+            before_request,
+            lambda got: self._after(slot, got),
+            slot.sent,
+            self.now,
+        )
+        if result is None:
+            return None
+        state, record = result
+        if record is not None:
+            await self.emit(record)
+        slot.set_crawl_delay(state.crawl_delay)
+        return state
+
+    def _after(self, slot: Slot, got: Fetched) -> None:
+        slot.record_status(got.http_status)
+        if got.retry_after is not None:
+            slot.push_back(min(got.retry_after, self.cfg.fetch.retry_after_cap))
+
+    def _row(
+        self,
+        row: Mapping[str, Any],
+        outcome: str,
+        got: Fetched | None = None,
+        fetched_at: float | None = None,
+        error_kind: str | None = None,
+    ) -> dict[str, Any]:
+        got = got or Fetched(outcome, error_kind=error_kind)
+        url = row.get("url")
+        return {
+            "record": "fetch",
+            "url_key": row.get("url_key"),
+            "url": url,
+            "host": row.get("host") or host_of(url or ""),
+            "depth": row.get("depth"),
+            "outcome": outcome,
+            "fetched_at": self.now() if fetched_at is None else fetched_at,
+            "http_status": got.http_status,
+            "error_kind": got.error_kind,
+            "error_detail": got.error_detail,
+            "redirect_to": got.redirect_to,
+            "content_type": got.content_type,
+            "charset": got.charset,
+            "headers": got.headers,
+            "body": got.body if outcome == "ok" else None,
+            "body_bytes": got.body_bytes,
+            "is_truncated": got.is_truncated,
+            "fetch_ms": got.fetch_ms,
+            "ip": got.ip,
+            "retry_after": got.retry_after,
+        }

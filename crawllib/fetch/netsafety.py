@@ -1,0 +1,100 @@
+"""Network safety: which hosts and addresses the crawler refuses to contact.
+
+A crawler follows links written by strangers, so a page can point it at the machine's own
+services (``http://127.0.0.1:8080/admin``), the private network or a cloud metadata endpoint
+(``http://169.254.169.254/``). Every URL is checked twice: its literal host before anything
+else, and the addresses its name resolves to (in :mod:`crawllib.fetch.dns`, which hands the
+connector exactly the addresses it checked, so there is no second lookup to rebind).
+
+The verdict is an ``error_kind`` of a "blocked" fetch row, or None when the address is fine.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+# Cloud instance-metadata endpoints: never contacted, even with network.allow_private
+# (they hand out credentials); only an explicit network.resolve entry reaches them.
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean...
+        "169.254.170.2",  # AWS ECS task metadata
+        "fd00:ec2::254",  # AWS IMDS over IPv6
+        "100.100.100.200",  # Alibaba Cloud
+        "168.63.129.16",  # Azure wire server (a public-range address)
+    )
+)
+METADATA_NAMES = frozenset(
+    (
+        "metadata.google.internal",
+        "metadata.goog",
+        "metadata",
+        "instance-data",
+        "instance-data.ec2.internal",
+    )
+)
+
+# Each kind below is also an error_kind of a "blocked" row.
+BLOCKED_KINDS = (
+    "metadata_address",
+    "loopback_address",
+    "link_local_address",
+    "multicast_address",
+    "unspecified_address",
+    "private_address",
+    "reserved_address",
+)
+
+
+def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address written in `text` ("10.0.0.1", "[::1]", "fe80::1%eth0"), or None for a name."""
+    text = text.strip("[]").partition("%")[0]
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def address_problem(address: str, allow_private: bool = False) -> str | None:
+    """Why `address` (an IP literal) must not be contacted, or None if it may be.
+
+    With allow_private only metadata addresses are refused.
+    """
+    ip = parse_ip(address)
+    if ip is None:
+        return "reserved_address"  # not an address at all: refuse rather than guess
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip in METADATA_ADDRESSES:
+        return "metadata_address"
+    if allow_private:
+        return None
+    if ip.is_loopback:
+        return "loopback_address"
+    if ip.is_link_local:
+        return "link_local_address"
+    if ip.is_multicast:
+        return "multicast_address"
+    if ip.is_unspecified:
+        return "unspecified_address"
+    if ip.is_private:
+        return "private_address"
+    if ip.is_reserved or not ip.is_global:  # e.g. 100.64.0.0/10 (carrier-grade NAT)
+        return "reserved_address"
+    return None
+
+
+def host_problem(host: str, allow_private: bool = False) -> str | None:
+    """Why the literal host of a URL must not be contacted (before any DNS), or None.
+
+    Catches IP literals and metadata host names; other names are checked after resolution.
+    """
+    host = host.lower().rstrip(".")
+    if host in METADATA_NAMES:
+        return "metadata_address"
+    if parse_ip(host) is not None:
+        return address_problem(host, allow_private)
+    if host == "localhost" or host.endswith(".localhost"):
+        return None if allow_private else "loopback_address"
+    return None

@@ -1,0 +1,131 @@
+"""``fetch_rows``: the engine as a plain iterator, for a Spark ``mapPartitions`` function.
+
+The asyncio loop runs in a background thread; records come back through a queue bounded both
+in records and in body bytes (``MAX_QUEUED_RECORDS``, ``MAX_QUEUED_BYTES``), so a slow consumer
+slows the fetchers down instead of letting fetched pages pile up in memory. Closing the
+iterator early cancels the fetch and waits for the thread to finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from crawllib.fetch.engine import fetch_async
+
+MAX_QUEUED_RECORDS = 256
+MAX_QUEUED_BYTES = 64 * 1024 * 1024
+_DONE = object()
+
+
+class _Budget:
+    """An asyncio gate on records and bytes handed to the consumer thread but not yet taken."""
+
+    def __init__(self, max_records: int, max_bytes: int) -> None:
+        self.max_records = max_records
+        self.max_bytes = max_bytes
+        self.records = 0
+        self.bytes = 0
+        self.freed = asyncio.Event()
+
+    async def take(self, size: int) -> None:
+        while self.records and (
+            self.records >= self.max_records or self.bytes + size > self.max_bytes
+        ):
+            self.freed.clear()
+            await self.freed.wait()
+        self.records += 1
+        self.bytes += size
+
+    def give_back(self, records: int, size: int) -> None:
+        """Called in the loop's thread (``call_soon_threadsafe``) once records were consumed."""
+        self.records -= records
+        self.bytes -= size
+        self.freed.set()
+
+
+class _Failure:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def _size(record: Mapping[str, Any]) -> int:
+    body = record.get("body")
+    return len(body) if body else 0
+
+
+def fetch_rows(
+    rows: Iterable[Mapping[str, Any]],
+    cfg: Any,
+    robots_rows: Iterable[Mapping[str, Any]] = (),
+    now: Callable[[], float] = time.time,
+) -> Iterator[dict[str, Any]]:
+    """Fetch `rows` (see :mod:`crawllib.fetch.engine`) and yield their fetch and robots records
+    as they are produced. Raises only if the engine itself fails."""
+    rows = list(rows)  # read the partition here, not from the loop's thread
+    robots_rows = list(robots_rows)
+    # Records cross to this thread in batches, one per loop iteration at most: a thread
+    # handoff per record would fight the fetch loop for the GIL.
+    out: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    ready = threading.Event()
+    state: dict[str, Any] = {}
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        budget = _Budget(MAX_QUEUED_RECORDS, MAX_QUEUED_BYTES)
+        batch: list[dict[str, Any]] = []
+        state.update(budget=budget, task=asyncio.current_task(), loop=loop)
+        ready.set()
+
+        def flush() -> None:
+            if batch:
+                out.put(batch.copy())
+                batch.clear()
+
+        async def emit(record: dict[str, Any]) -> None:
+            await budget.take(_size(record))
+            if not batch:
+                loop.call_soon(flush)
+            batch.append(record)
+
+        try:
+            await fetch_async(rows, cfg, robots_rows, emit, now)
+        finally:
+            flush()
+
+    def run() -> None:
+        try:
+            asyncio.run(main())
+            out.put(_DONE)
+        except BaseException as exc:  # handed to the consumer, raised there
+            out.put(_Failure(exc))
+        finally:
+            ready.set()
+
+    thread = threading.Thread(target=run, name="crawllib-fetch", daemon=True)
+    thread.start()
+    ready.wait()
+    finished = False
+    try:
+        while True:
+            item = out.get()
+            if item is _DONE:
+                finished = True
+                return
+            if isinstance(item, _Failure):
+                finished = True
+                raise item.exc
+            yield from item
+            try:
+                give_back = state["budget"].give_back
+                state["loop"].call_soon_threadsafe(give_back, len(item), sum(map(_size, item)))
+            except RuntimeError:  # the loop has finished: nobody waits for room any more
+                pass
+    finally:
+        if not finished and thread.is_alive():
+            state["loop"].call_soon_threadsafe(state["task"].cancel)
+        thread.join()

@@ -1,0 +1,191 @@
+"""The engine's resolver and network-safety rules, and the small parsers of the client.
+
+The resolver is exercised through its ``lookup`` hook (a stub coroutine): no DNS query is
+sent and no connection is made by these tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from crawllib.config import load_config, replace
+from crawllib.fetch.client import parse_content_type, parse_retry_after
+from crawllib.fetch.dns import ResolveError, Resolver, parse_overrides
+from crawllib.fetch.netsafety import address_problem, host_problem
+from crawllib.fetch.slots import Slot
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class StubDNS:
+    """A lookup coroutine answering from a table and counting queries."""
+
+    def __init__(self, table: dict[str, list[str]]) -> None:
+        self.table = table
+        self.queries: list[str] = []
+
+    async def __call__(self, name: str) -> list[str]:
+        self.queries.append(name)
+        await asyncio.sleep(0.01)
+        if name not in self.table:
+            raise OSError(None, "NXDOMAIN")
+        return self.table[name]
+
+
+def network(**changes):
+    base = {"network__resolve_only": True}
+    base.update({f"network__{k}": v for k, v in changes.items()})
+    return replace(load_config(), **base).network
+
+
+def resolve(resolver: Resolver, host: str, port: int = 80):
+    return asyncio.run(resolver.resolve(host, port, socket.AF_UNSPEC))
+
+
+def test_override_map_with_and_without_port():
+    assert parse_overrides(
+        {"A.test": "127.0.0.1:8080", "b.test": "10.0.0.2", "c.test": "[::1]:81"}
+    ) == {
+        "a.test": ("127.0.0.1", 8080),
+        "b.test": ("10.0.0.2", None),
+        "c.test": ("::1", 81),
+    }
+    stub = StubDNS({})
+    resolver = Resolver(network(resolve={"a.test": "127.0.0.1:8080", "b.test": "10.0.0.2"}), stub)
+    (a,) = resolve(resolver, "A.test.")
+    assert (a["host"], a["port"], a["hostname"]) == ("127.0.0.1", 8080, "A.test.")
+    (b,) = resolve(resolver, "b.test", 443)
+    assert (b["host"], b["port"]) == ("10.0.0.2", 443)  # trusted: no safety check
+    assert stub.queries == []
+
+
+def test_resolve_only_refuses_other_names_without_a_query():
+    stub = StubDNS({"example.com": ["93.184.216.34"]})
+    resolver = Resolver(network(), stub)
+    with pytest.raises(ResolveError) as err:
+        resolve(resolver, "example.com")
+    assert err.value.kind == "dns" and not err.value.blocked
+    assert stub.queries == [] and resolver.queries == 0
+
+
+def test_dns_answers_are_cached_and_checked():
+    clock = Clock()
+    stub = StubDNS({"pub.test": ["93.184.216.34"], "intranet.test": ["10.1.2.3"],
+                    "mixed.test": ["93.184.216.34", "127.0.0.1"], "meta.test": ["169.254.169.254"]})  # fmt: skip
+    resolver = Resolver(network(resolve_only=False, dns_cache_ttl=30.0), stub, clock=clock)
+
+    async def scenario():
+        out = await asyncio.gather(*(resolver.resolve("pub.test", 80) for _ in range(5)))
+        assert stub.queries == ["pub.test"]  # concurrent lookups share one query
+        assert out[0][0]["host"] == "93.184.216.34"
+        clock.t = 29
+        await resolver.resolve("pub.test", 80)
+        assert stub.queries == ["pub.test"]
+        clock.t = 31
+        await resolver.resolve("pub.test", 80)
+        assert stub.queries == ["pub.test", "pub.test"]
+        kinds = {}
+        for name in ("intranet.test", "mixed.test", "meta.test", "nx.test", "nx.test"):
+            try:
+                await resolver.resolve(name, 80)
+            except ResolveError as exc:
+                kinds[name] = exc.kind
+        assert kinds == {"intranet.test": "private_address", "mixed.test": "loopback_address",
+                         "meta.test": "metadata_address", "nx.test": "dns"}  # fmt: skip
+        assert stub.queries.count("nx.test") == 1  # failures are cached too
+
+    asyncio.run(scenario())
+
+
+def test_allow_private_still_refuses_metadata():
+    stub = StubDNS({"intranet.test": ["10.1.2.3"], "meta.test": ["fd00:ec2::254"]})
+    resolver = Resolver(network(resolve_only=False, allow_private=True), stub)
+    assert resolve(resolver, "intranet.test")[0]["host"] == "10.1.2.3"
+    with pytest.raises(ResolveError, match="meta.test"):
+        resolve(resolver, "meta.test")
+
+
+@pytest.mark.parametrize(
+    ("address", "kind"),
+    [
+        ("8.8.8.8", None),
+        ("2606:4700::1111", None),
+        ("10.0.0.1", "private_address"),
+        ("172.16.5.4", "private_address"),
+        ("192.168.0.1", "private_address"),
+        ("fd12::1", "private_address"),
+        ("127.0.0.1", "loopback_address"),
+        ("::1", "loopback_address"),
+        ("::ffff:127.0.0.1", "loopback_address"),
+        ("169.254.1.1", "link_local_address"),
+        ("fe80::1%eth0", "link_local_address"),
+        ("224.0.0.1", "multicast_address"),
+        ("0.0.0.0", "unspecified_address"),
+        ("240.0.0.1", "private_address"),
+        ("100.64.0.1", "reserved_address"),
+        ("169.254.169.254", "metadata_address"),
+        ("100.100.100.200", "metadata_address"),
+    ],
+)
+def test_address_problems(address, kind):
+    assert address_problem(address) == kind
+
+
+def test_host_problems():
+    assert host_problem("metadata.google.internal", allow_private=True) == "metadata_address"
+    assert host_problem("localhost") == "loopback_address"
+    assert host_problem("[::1]") == "loopback_address"
+    assert host_problem("example.com") is None
+    assert host_problem("10.0.0.1", allow_private=True) is None
+
+
+def test_parse_content_type_and_retry_after():
+    assert parse_content_type('Text/HTML; charset="UTF-8"') == ("text/html", "utf-8")
+    assert parse_content_type("text/html; charset=nonsense") == ("text/html", None)
+    assert parse_content_type(None) == (None, None)
+    assert parse_retry_after("120", 0) == 120.0
+    assert parse_retry_after("Thu, 01 Jan 1970 00:02:00 GMT", 60.0) == 60.0
+    assert parse_retry_after("soon", 0) is None
+
+
+def test_slot_delay_crawl_delay_and_backoff():
+    politeness = replace(load_config(), politeness__default_delay=0.5,
+                         politeness__max_crawl_delay=4.0).politeness  # fmt: skip
+    slot = Slot.from_config("h", politeness)
+    slot.set_crawl_delay(0.1)
+    assert slot.delay == 0.5
+    slot.set_crawl_delay(10)
+    assert slot.delay == 4.0
+    slot.crawl_delay = 0.0
+    for status, delay in [(500, 1.0), (503, 2.0), (429, 4.0), (500, 4.0), (200, 0.5), (404, 0.5)]:
+        slot.record_status(status)
+        assert slot.delay == delay
+
+
+def test_slot_turns_are_spaced_and_stop_at_the_deadline():
+    politeness = replace(
+        load_config(), politeness__default_delay=0.1, politeness__jitter=0.5
+    ).politeness
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        slot = Slot.from_config("h", politeness, seed=1)
+        starts = []
+        for _ in range(4):
+            assert await slot.wait_turn(loop.time() + 10)
+            starts.append(loop.time())
+        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+        assert all(0.1 <= g <= 0.25 for g in gaps), gaps
+        slot.push_back(5)
+        assert not await slot.wait_turn(loop.time() + 1)  # would start after the deadline
+
+    asyncio.run(scenario())
