@@ -196,3 +196,17 @@ def test_stage_reruns_change_nothing(spark, crawl):
     assert snapshot(kept) == {n: before[n] for n in kept}
     assert len(crawl["web"].log) == requests
     assert pipeline.run_crawl(spark, root, crawl["cfg"], None, GENERATIONS) == []
+
+
+def test_status_and_run_on_a_finished_crawl_from_the_cli(crawl, capsys):
+    from crawllib.cli import main
+    from tests.conftest import test_config_overrides
+
+    sets = [a for o in test_config_overrides() for a in ("--set", o)]
+    capsys.readouterr()
+    assert main(["status", crawl["root"], *sets]) == 0
+    out = capsys.readouterr().out
+    assert "| gen | stage" in out and "items/s" in out
+    assert out.count("| done ") >= 4 * len(crawl["ran"])
+    assert main(["run", crawl["root"], "--generations", str(GENERATIONS), *sets]) == 0
+    assert "nothing to do" in capsys.readouterr().out
