@@ -141,6 +141,10 @@ class _Run:
             cookie_jar=aiohttp.DummyCookieJar(),
             trace_configs=[trace_config()],
         )
+        # aiohttp resends an idempotent request at once when the server drops the connection
+        # (RFC 9112 9.3.1.1): a second request with no delay. A drop is a failed attempt here,
+        # retried in a later generation. No public switch exists (aiohttp pinned in pyproject).
+        session._retry_connection = False
         try:
             async with session:
                 self.session = session

@@ -238,7 +238,7 @@ def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
         "redirected": 5,
         "gone": 2,
         "failed": 3,
-        "dead": 1,
+        "dead": 2,  # the timeout at max attempts and the decompression bomb
         "robots_denied": 1,
         "blocked": 1,
         "deferred": 1,

@@ -115,11 +115,16 @@ def test_content_type_charset_and_header_caps():
 
 
 def test_dropped_and_broken_responses():
+    requested: list[bytes] = []
+
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         request = await reader.readuntil(b"\r\n\r\n")
         path = request.split(b" ")[1]
+        requested.append(path)
         if path == b"/robots.txt":
-            writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+            )
         elif path == b"/garbage":
             writer.write(b"SPLAT\r\n\r\n")
         elif path == b"/short":
@@ -142,6 +147,10 @@ def test_dropped_and_broken_responses():
         "crlf": ("error", "bad_response"),
     }
     assert robots[0]["http_status"] == 404
+    # A dropped connection is one failed attempt: never resent at once (politeness). The first
+    # page request comes on a new connection (robots.txt said close), so it reaches the server.
+    assert requested.count(b"/nothing") == 1
+    assert max(requested.count(p) for p in set(requested)) == 1
 
 
 def test_connection_refused_then_host_deferred():
