@@ -152,8 +152,8 @@ class _Run:
                 workers = min(len(queue), self.cfg.politeness.max_hosts_in_flight)
                 try:
                     async with asyncio.TaskGroup() as group:
-                        for _ in range(workers):
-                            group.create_task(self._worker(queue))
+                        for i in range(workers):
+                            group.create_task(self._worker(queue, i / workers))
                 except BaseExceptionGroup as group_error:  # an engine or emit failure
                     raise group_error.exceptions[0] from None
         finally:
@@ -171,7 +171,11 @@ class _Run:
             slot.rows.append(row)
         return slots
 
-    async def _worker(self, queue: deque[Slot]) -> None:
+    async def _worker(self, queue: deque[Slot], offset: float = 0.0) -> None:
+        # Spread the first requests over one delay: slots started together would otherwise
+        # fire together on every later turn too, in bursts that make every answer late.
+        if offset and self.cfg.politeness.default_delay:
+            await asyncio.sleep(offset * min(self.cfg.politeness.default_delay, 1.0))
         while queue:
             slot = queue.popleft()
             while slot.rows:

@@ -10,7 +10,8 @@ Outcome of the robots.txt request -> policy for the host's pages (and the robots
   come back "robots_denied" with error_kind "robots_unavailable" (retryable, unlike a real
   Disallow) and the record expires after min(ttl, 1 hour).
 - DNS or connect failure: the host is unreachable; its pages come back "error" with the same
-  error_kind (no request made), the record also expires after min(ttl, 1 hour).
+  error_kind (no request made), the record also expires after min(ttl, 1 hour). The same
+  failure on a redirect's target host is recorded as "redirect_<kind>": unreachable.
 - Literal host or resolved address refused by network safety: no record; pages "blocked".
 """
 
@@ -147,13 +148,14 @@ async def fetch_robots(
             break
         record["http_status"] = got.http_status
         record["error_kind"] = got.error_kind
+        if hop and got.error_kind in HOST_DOWN_KINDS:  # the target is down, not this host
+            record["error_kind"] = "redirect_" + got.error_kind
         if got.outcome == "redirect" and got.redirect_to:
             url = got.redirect_to
             record["error_kind"] = "too_many_redirects"  # unless a later hop answers
             continue
         if got.outcome == "ok":
-            body = got.body or b""
-            record["body"] = body[: robots.max_bytes].decode("utf-8", errors="replace")
+            record["body"] = _text(got.body or b"", robots.max_bytes)
         break
     if record["error_kind"] in ALLOW_ALL_KINDS:
         record["http_status"] = None
@@ -175,3 +177,11 @@ async def fetch_robots(
 
 def _blocked(kind: str | None) -> RobotsState:
     return RobotsState(RobotsRules.disallow_all(), blocked_kind=kind)
+
+
+def _text(body: bytes, max_bytes: int) -> str:
+    """The first `max_bytes` bytes as text whose UTF-8 form is at most `max_bytes` long."""
+    text = body[:max_bytes].decode("utf-8", errors="replace")
+    while len(text.encode("utf-8")) > max_bytes:  # U+FFFD replacements take 3 bytes
+        text = text[: -max(1, len(text) // 100)]
+    return text

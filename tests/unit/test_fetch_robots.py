@@ -204,3 +204,20 @@ def test_classify_maps_rfc_statuses():
         classify({"http_status": None, "error_kind": "connect"}, "crawllib", 10).down_kind
         == "connect"
     )
+
+
+def test_robots_redirect_to_an_unreachable_host_disallows_all():
+    with LocalWeb() as server:
+        server.route("a.test", "/robots.txt", redirect("http://elsewhere.test/robots.txt"))
+        fetches, robots = crawl(["http://a.test/x"], config(server.resolve("a.test")))
+    assert (robots[0]["http_status"], robots[0]["error_kind"]) == (None, "redirect_dns")
+    r = fetches["http://a.test/x"]
+    assert (r["outcome"], r["error_kind"]) == ("robots_denied", "robots_unavailable")
+
+
+def test_robots_body_is_cut_to_max_bytes_on_a_character():
+    with LocalWeb() as server:
+        server.text("a.test", "/robots.txt", "User-agent: *\n# " + "é" * 100)
+        cfg = config(server.resolve("a.test"), robots__max_bytes=64)
+        _, robots = crawl(["http://a.test/x"], cfg)
+    assert len(robots[0]["body"].encode()) <= 64 and robots[0]["body"].startswith("User-agent")
