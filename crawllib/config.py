@@ -203,6 +203,12 @@ SETTINGS: dict[str, dict[str, Setting]] = {
         "fetch_slices": Setting(
             8, "fetch commits in this many slices of hosts; a crash loses one", "int", _min(1)
         ),
+        "min_slice_urls": Setting(
+            500,
+            "fewer slices when a generation is small: each holds at least this many URLs",
+            "int",
+            _min(1),
+        ),
     },
     "spark": {
         "master": Setting("local[*]", "Spark master; empty leaves it to spark-submit", "str"),

@@ -48,6 +48,7 @@ def demo_config(cfg: Any, resolve: dict[str, str]) -> Any:
         cfg,
         network__resolve=resolve,
         network__resolve_only=True,
+        spark__log_level="ERROR",
         politeness__default_delay=min(cfg.politeness.default_delay, 0.2),
         fetch__total_timeout=min(cfg.fetch.total_timeout, 10.0),
         crawl__max_depth=min(cfg.crawl.max_depth, 2),

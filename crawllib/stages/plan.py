@@ -26,7 +26,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import tables
+from crawllib import config, tables
 from crawllib.transforms.plan import (
     PENDING_STATUSES,
     count_decisions,
@@ -53,8 +53,14 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
     decided = plan_decisions(frontier, crawldb, cfg, gen).persist()
     try:
         counts = {k: int(v) for k, v in count_decisions(decided, cfg).first().asDict().items()}
+        # Each slice costs a few commits: a small generation gets fewer, fuller slices.
+        slices = max(
+            1, min(cfg.storage.fetch_slices, -(-counts["planned"] // cfg.storage.min_slice_urls))
+        )
+        fetchlist = to_fetchlist(decided, config.replace(cfg, storage__fetch_slices=slices), gen)
+        counts["slices"] = fetchlist.select("slice").distinct().count()
         log.info("plan gen %d: %s", gen, counts)
-        tables.replace_where(to_fetchlist(decided, cfg, gen), root, "fetchlist", f"gen = {gen}")
+        tables.replace_where(fetchlist, root, "fetchlist", f"gen = {gen}")
         tables.merge(
             spark,
             crawldb_changes(decided, gen),
