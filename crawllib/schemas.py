@@ -21,7 +21,8 @@ from pyspark.sql.types import (
 )
 
 
-def _schema(*fields: tuple[str, object]) -> StructType:
+def struct_of(*fields: tuple[str, object]) -> StructType:
+    """A StructType of nullable fields from (name, type) pairs."""
     return StructType([StructField(name, dtype, True) for name, dtype in fields])
 
 
@@ -35,7 +36,7 @@ S, L, I, T, D, B = (  # noqa: E741
 )
 
 # URL scheduled for a generation. reason: seed, link, redirect, retry, sitemap.
-FRONTIER = _schema(
+FRONTIER = struct_of(
     ("gen", I),
     ("url", S),
     ("url_key", L),
@@ -49,7 +50,7 @@ FRONTIER = _schema(
 
 # Every known URL: the crawl's whole state. status: queued, fetched, redirected, gone, failed,
 # dead, robots_denied, blocked, duplicate, filtered. reason says why (e.g. "depth", "budget").
-CRAWLDB = _schema(
+CRAWLDB = struct_of(
     ("url_key", L),
     ("url", S),
     ("host", S),
@@ -68,7 +69,7 @@ CRAWLDB = _schema(
 
 # What plan chose for a generation: the fetch stage's input. slot: the politeness key value
 # (host or registered domain); slice: commit group of slots (pmod(hash(slot), storage.fetch_slices)).
-FETCHLIST = _schema(
+FETCHLIST = struct_of(
     ("gen", I),
     ("slice", I),
     ("url", S),
@@ -81,7 +82,7 @@ FETCHLIST = _schema(
 
 # Every fetch attempt, failures included. outcome: ok, redirect, http_error, robots_denied,
 # blocked, error, deferred. slice: the commit slice (group of hosts) that wrote the row.
-FETCHES = _schema(
+FETCHES = struct_of(
     ("gen", I),
     ("slice", I),
     ("url_key", L),
@@ -102,7 +103,7 @@ FETCHES = _schema(
 )
 
 # Raw HTML of successful fetches: parse can be rerun without refetching.
-PAGES = _schema(
+PAGES = struct_of(
     ("gen", I),
     ("slice", I),
     ("url_key", L),
@@ -120,7 +121,7 @@ PAGES = _schema(
 )
 
 # Extracted documents. duplicate_of: url_key of the first copy (exact or near), else null.
-TEXTS = _schema(
+TEXTS = struct_of(
     ("gen", I),
     ("url_key", L),
     ("url", S),
@@ -137,7 +138,7 @@ TEXTS = _schema(
 )
 
 # Outbound links, normalised.
-LINKS = _schema(
+LINKS = struct_of(
     ("gen", I),
     ("src_key", L),
     ("src_url", S),
@@ -148,7 +149,7 @@ LINKS = _schema(
 )
 
 # A host's robots.txt, reused until expires_at.
-ROBOTS = _schema(
+ROBOTS = struct_of(
     ("host", S),
     ("fetched_at", T),
     ("http_status", I),
@@ -160,7 +161,7 @@ ROBOTS = _schema(
 )
 
 # One row per generation and stage. state: running, done, failed.
-GENERATIONS = _schema(
+GENERATIONS = struct_of(
     ("gen", I),
     ("stage", S),
     ("state", S),

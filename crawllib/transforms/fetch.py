@@ -17,25 +17,16 @@ from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     BooleanType,
-    DataType,
     DoubleType,
     IntegerType,
     LongType,
     MapType,
-    StringType,
-    StructField,
-    StructType,
 )
 
-
-def _fields(*fields: tuple[str, DataType]) -> StructType:
-    return StructType([StructField(name, dtype, True) for name, dtype in fields])
-
-
-S, L, I, D, B = StringType(), LongType(), IntegerType(), DoubleType(), BooleanType()  # noqa: E741
+from crawllib.schemas import B, D, I, L, S, struct_of  # noqa: E741
 
 # A robots row as the engine takes it (its ``robots_rows``): timestamps in epoch seconds.
-ENGINE_ROBOTS = _fields(
+ENGINE_ROBOTS = struct_of(
     ("host", S),
     ("fetched_at", D),
     ("http_status", I),
@@ -49,7 +40,7 @@ ENGINE_ROBOTS = _fields(
 # One engine record, "fetch" or "robots" (column ``record``). The fields the two kinds share
 # (host, fetched_at, http_status, error_kind) are one column each; a robots.txt body (text) is
 # ``robots_body`` because a page body is binary.
-RESULT_SCHEMA = _fields(
+RESULT_SCHEMA = struct_of(
     ("record", S),
     ("url_key", L),
     ("url", S),
