@@ -29,6 +29,16 @@ def command(name: str, help_text: str, add_args: Callable[[argparse.ArgumentPars
     return register
 
 
+def _crawl_session(cfg: Any, root: str):
+    """The SparkSession, once ROOT is known to be a crawl root (else a clear error)."""
+    from crawllib import tables
+    from crawllib.session import get_spark
+
+    spark = get_spark(cfg)
+    tables.require(spark, root)
+    return spark
+
+
 def _root(p: argparse.ArgumentParser) -> None:
     p.add_argument("root", help="crawl root: a local folder or s3a://bucket/prefix")
 
@@ -64,11 +74,9 @@ def cmd_init(args: argparse.Namespace, cfg: Any) -> int:
 
 @command("seed", "add seed URLs to the frontier of the next generation", _seed_args)
 def cmd_seed(args: argparse.Namespace, cfg: Any) -> int:
-    from crawllib import generations, seeding, tables
-    from crawllib.session import get_spark
+    from crawllib import generations, seeding
 
-    spark = get_spark(cfg)
-    tables.require(spark, args.root)
+    spark = _crawl_session(cfg, args.root)
     gen = generations.next_seed_gen(spark, args.root)
     report = seeding.seed(spark, args.root, args.file, cfg, gen)
     for r in report.rejected:
@@ -85,10 +93,8 @@ def cmd_seed(args: argparse.Namespace, cfg: Any) -> int:
 def cmd_sql(args: argparse.Namespace, cfg: Any) -> int:
     from crawllib import tables
     from crawllib.output import WRITERS
-    from crawllib.session import get_spark
 
-    spark = get_spark(cfg)
-    tables.require(spark, args.root)
+    spark = _crawl_session(cfg, args.root)
     tables.register_views(spark, args.root)
     df = spark.sql(args.query)
     if args.limit is not None:
@@ -122,11 +128,9 @@ def _gen_arg(text: str) -> int | str:
 
 def _stage_command(stage: str) -> Callable[..., int]:
     def run(args: argparse.Namespace, cfg: Any) -> int:
-        from crawllib import generations, pipeline, tables
-        from crawllib.session import get_spark
+        from crawllib import generations, pipeline
 
-        spark = get_spark(cfg)
-        tables.require(spark, args.root)
+        spark = _crawl_session(cfg, args.root)
         if args.gen == "next":
             args.gen = pipeline.due_gen(generations.stage_states(spark, args.root), stage)
         counts = pipeline.run_stage(spark, args.root, cfg, args.gen, stage, force=args.force)
@@ -158,11 +162,9 @@ def _generation_args(p: argparse.ArgumentParser) -> None:
 
 @command("generation", "run all four stages of one generation", _generation_args)
 def cmd_generation(args: argparse.Namespace, cfg: Any) -> int:
-    from crawllib import pipeline, tables
-    from crawllib.session import get_spark
+    from crawllib import pipeline
 
-    spark = get_spark(cfg)
-    tables.require(spark, args.root)
+    spark = _crawl_session(cfg, args.root)
     gen = pipeline.run_generation(spark, args.root, cfg, args.gen)
     print(f"generation {gen}: done")
     return 0
@@ -194,12 +196,10 @@ def cmd_run(args: argparse.Namespace, cfg: Any) -> int:
 
 @command("status", "print each generation's stages: state, time, counts, items/s", _root)
 def cmd_status(args: argparse.Namespace, cfg: Any) -> int:
-    from crawllib import generations, tables
+    from crawllib import generations
     from crawllib.output import write_table
-    from crawllib.session import get_spark
 
-    spark = get_spark(cfg)
-    tables.require(spark, args.root)
+    spark = _crawl_session(cfg, args.root)
     write_table(
         ["gen", "stage", "state", "seconds", "items/s", "counts"],
         generations.status_rows(spark, args.root),
@@ -222,11 +222,9 @@ def _export_warc_args(p: argparse.ArgumentParser) -> None:
     _export_warc_args,
 )
 def cmd_export_warc(args: argparse.Namespace, cfg: Any) -> int:
-    from crawllib import export, tables
-    from crawllib.session import get_spark
+    from crawllib import export
 
-    spark = get_spark(cfg)
-    tables.require(spark, args.root)
+    spark = _crawl_session(cfg, args.root)
     result = export.export_warc(spark, args.root, cfg, args.gen, args.out_dir, args.max_file_bytes)
     if not result.files:
         print(f"generation {args.gen} has no pages; no WARC file written")
