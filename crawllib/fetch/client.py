@@ -217,6 +217,9 @@ async def _read_body(
     result.body = bytes(out)
 
 
+_INFLATE_STEP = 1 << 20
+
+
 class _Inflater:
     """Incremental gzip/deflate decoder whose output never grows past the caller's cap."""
 
@@ -235,7 +238,8 @@ class _Inflater:
             except zlib.error:  # "deflate" sent raw, without the zlib header (old IIS)
                 self.d = zlib.decompressobj(-zlib.MAX_WBITS)
         while data and not self.d.eof:
-            piece = self.d.decompress(data, cap - len(out) + 1)
+            # In steps: one call asked for the whole cap would hold a copy of it (bomb x3).
+            piece = self.d.decompress(data, min(cap - len(out) + 1, _INFLATE_STEP))
             out += piece
             if len(out) > cap:
                 del out[cap:]
