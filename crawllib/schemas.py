@@ -68,7 +68,7 @@ CRAWLDB = struct_of(
 )
 
 # What plan chose for a generation: the fetch stage's input. slot: the politeness key value
-# (host or registered domain); slice: commit group of slots (pmod(hash(slot), storage.fetch_slices)).
+# (host or registered domain); slice: commit group (each slot's URLs dealt round-robin over the slices).
 FETCHLIST = struct_of(
     ("gen", I),
     ("slice", I),

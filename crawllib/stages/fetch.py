@@ -68,8 +68,12 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
     seconds = 0.0
     total_urls = sum(r["urls"] for r in todo)
     urls_done = pages_done = errors = 0
+    last_request_by = None
     for i, r in enumerate(todo, start=1):
+        if last_request_by is not None:
+            wait_between_slices(spark, root, cfg, fetchlist, r["slice"], last_request_by)
         done = fetch_slice(spark, root, cfg, gen, r["slice"], r["slots"], fetchlist)
+        last_request_by = done["ended"]
         robots_fetched += done["robots"]
         seconds += done["seconds"]
         log.info(
@@ -138,6 +142,7 @@ def fetch_slice(
             "errors": sum(by_kind.get(("fetch", o), 0) for o in ("http_error", "error")),
             "robots": by_kind.get(("robots", None), 0),
             "seconds": time.monotonic() - started,
+            "ended": time.monotonic(),  # every request of the slice started before this
         }
         where = f"gen = {gen} AND slice = {slice_}"
         tables.replace_where(pages_from_results(results, gen, slice_), root, "pages", where)
@@ -154,6 +159,28 @@ def fetch_slice(
     finally:
         results.unpersist()
     return done
+
+
+def wait_between_slices(
+    spark: SparkSession, root: str, cfg: Any, fetchlist: DataFrame, slice_: int, since: float
+) -> None:
+    """Sleep until the hosts of ``slice_`` may be requested again: a host is dealt over every
+    slice, so its last request may have been the previous slice's last one, started before
+    ``since`` (``time.monotonic()``). Waits the largest delay among the slice's hosts (robots
+    Crawl-delay, capped, and jitter included) minus the time the commit already took."""
+    p = cfg.politeness
+    hosts = fetchlist.filter(F.col("slice") == slice_).select("host").distinct()
+    crawl_delay = (
+        tables.read(spark, root, "robots")
+        .join(hosts, on="host", how="inner")
+        .agg(F.max("crawl_delay"))
+        .first()[0]
+    )
+    delay = max(p.default_delay, min(crawl_delay or 0.0, p.max_crawl_delay)) * (1 + p.jitter)
+    wait = since + delay - time.monotonic()
+    if wait > 0:
+        log.info("fetch: slice %d waits %.1fs for its hosts' delay", slice_, wait)
+        time.sleep(wait)
 
 
 def generation_outcomes(spark: SparkSession, root: str, gen: int) -> dict[str, int]:

@@ -8,7 +8,6 @@ from collections import Counter, defaultdict
 
 import pytest
 from delta.tables import DeltaTable
-from pyspark.sql import functions as F
 
 from crawllib import tables
 from crawllib.config import replace
@@ -16,6 +15,7 @@ from crawllib.schemas import FETCHES
 from crawllib.stages import fetch
 from crawllib.testing import WebSpec, serve_in_thread
 from crawllib.testing.site import REGULAR_ROBOTS
+from crawllib.transforms.plan import with_slot_and_slice
 from crawllib.urls import host_of, registered_domain, url_key
 
 GEN = 0
@@ -46,18 +46,19 @@ def crawl(tmp_path, spark, spark_cfg, web):
     urls = [f"http://{host}{path}" for host in web.hosts for path in PATHS]
     urls.append(f"http://{web.hosts[0]}{DENIED}")
     rows = [
-        (GEN, url, url_key(url), host_of(url), registered_domain(host_of(url)), 0, host_of(url))
-        for url in urls
+        (GEN, url, url_key(url), host_of(url), registered_domain(host_of(url)), 0) for url in urls
     ]
     fetchlist = spark.createDataFrame(
-        rows,
-        "gen int, url string, url_key long, host string, domain string, depth int, slot string",
-    ).withColumn("slice", F.pmod(F.hash("slot"), F.lit(cfg.storage.fetch_slices)))
+        rows, "gen int, url string, url_key long, host string, domain string, depth int"
+    ).transform(lambda df: with_slot_and_slice(df, cfg))
     tables.replace_where(fetchlist, root, "fetchlist", f"gen = {GEN}")
     by_slice = defaultdict(set)
+    hosts_by_slice = defaultdict(set)
     for r in tables.read(spark, root, "fetchlist").collect():
         by_slice[r["slice"]].add(r["url"])
-    assert len(by_slice) == 2, "the test hosts must fall into both slices"
+        hosts_by_slice[r["slice"]].add(r["host"])
+    # each host is dealt over both slices: its requests span a commit
+    assert hosts_by_slice[0] == hosts_by_slice[1] == set(web.hosts)
     return root, cfg, by_slice
 
 

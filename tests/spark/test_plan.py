@@ -193,11 +193,13 @@ def test_cap_per_host_keeps_lowest_depth_then_url_key(spark):
     assert_same(cap_per_host(spark.createDataFrame(rows, schema), 2), expected)
 
 
-def test_slot_by_host_or_domain_and_slice_deterministic_in_range(spark, spark_cfg):
-    hosts = [("a.x.test", "x.test"), ("b.x.test", "x.test")] + [
-        (f"h{i}.test", f"h{i}.test") for i in range(20)
-    ]
-    df = spark.createDataFrame(hosts, "host string, domain string")
+def test_slot_by_host_or_domain_and_slices_deal_each_slot_round_robin(spark, spark_cfg):
+    # a.x.test and b.x.test share a registered domain; h0.test has 5 URLs, h1.test one.
+    rows = [("a.x.test", "x.test", 0, 4), ("b.x.test", "x.test", 1, 3)]
+    rows += [("h0.test", "h0.test", 1, k) for k in (50, 10, 40, 20, 30)]
+    rows += [("h1.test", "h1.test", 2, 99)]
+    schema = "host string, domain string, depth int, url_key long"
+    df = spark.createDataFrame(rows, schema)
     by_host = replace(spark_cfg, politeness__key="host", storage__fetch_slices=3)
     by_domain = replace(spark_cfg, politeness__key="domain", storage__fetch_slices=3)
 
@@ -206,12 +208,25 @@ def test_slot_by_host_or_domain_and_slice_deterministic_in_range(spark, spark_cf
     slots = with_slot_and_slice(df, by_domain).select("host", "slot")
     assert_same(slots, df.select("host", F.col("domain").alias("slot")))
 
-    first = {r["host"]: r["slice"] for r in with_slot_and_slice(df, by_domain).collect()}
-    again = spark.createDataFrame(list(reversed(hosts)), "host string, domain string")
-    second = {r["host"]: r["slice"] for r in with_slot_and_slice(again, by_domain).collect()}
-    assert first == second
-    assert set(first.values()) <= {0, 1, 2} and len(set(first.values())) > 1
-    assert first["a.x.test"] == first["b.x.test"]  # one slot, one slice
+    def slices(frame, cfg):
+        return {
+            (r["slot"], r["url_key"]): r["slice"] for r in with_slot_and_slice(frame, cfg).collect()
+        }
+
+    # (depth, url_key) order within the slot, dealt over 3 slices: every slot starts in slice 0
+    # and a slot's URLs spread evenly, so all slots are in flight in every slice.
+    assert slices(df, by_domain) == {
+        ("x.test", 4): 0,  # depth 0 first
+        ("x.test", 3): 1,
+        ("h0.test", 10): 0,
+        ("h0.test", 20): 1,
+        ("h0.test", 30): 2,
+        ("h0.test", 40): 0,
+        ("h0.test", 50): 1,
+        ("h1.test", 99): 0,
+    }
+    again = spark.createDataFrame(list(reversed(rows)), schema)
+    assert slices(again, by_host) == slices(df, by_host)
 
 
 # --- the stage on a crawl root ------------------------------------------------------------------
