@@ -20,14 +20,23 @@ THROUGHPUT_KEY = {"plan": "candidates", "fetch": "urls", "parse": "pages", "upda
 
 
 def stage_states(spark: SparkSession, root: str) -> dict[tuple[int, str], str]:
-    """(gen, stage) -> state of its latest row."""
+    """(gen, stage) -> state of its latest row.
+
+    The table holds a few rows per stage run, so it is collected and reduced here: a Spark
+    aggregation would cost a shuffle (about 1 s locally) on every call.
+    """
     rows = (
         tables.read(spark, root, "generations")
-        .groupBy("gen", "stage")
-        .agg(F.max_by("state", F.struct("finished_at", "started_at")).alias("state"))
+        .select("gen", "stage", "state", "started_at", "finished_at")
         .collect()
     )
-    return {(r["gen"], r["stage"]): r["state"] for r in rows}
+    latest: dict[tuple[int, str], tuple] = {}
+    for r in rows:
+        order = (r["finished_at"] is not None, r["finished_at"] or r["started_at"], r["started_at"])
+        key = (r["gen"], r["stage"])
+        if key not in latest or order > latest[key][0]:
+            latest[key] = (order, r["state"])
+    return {key: state for key, (_order, state) in latest.items()}
 
 
 def next_seed_gen(spark: SparkSession, root: str) -> int:

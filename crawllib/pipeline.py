@@ -30,12 +30,23 @@ def prerequisite(gen: int, stage: str) -> tuple[int, str] | None:
 
 
 def run_stage(
-    spark: SparkSession, root: str, cfg: Any, gen: int, stage: str, force: bool = False
+    spark: SparkSession,
+    root: str,
+    cfg: Any,
+    gen: int,
+    stage: str,
+    force: bool = False,
+    states: dict[tuple[int, str], str] | None = None,
 ) -> dict | None:
-    """Run one stage of one generation; None when it was already done (and not forced)."""
+    """Run one stage of one generation; None when it was already done (and not forced).
+
+    ``states`` (``generations.stage_states``), when the caller has just read them, spares a
+    read of the generations table; the dict is updated with this stage's new state.
+    """
     if stage not in generations.STAGES:
         raise ValueError(f"unknown stage {stage!r}; stages are: {', '.join(generations.STAGES)}")
-    states = generations.stage_states(spark, root)
+    if states is None:
+        states = generations.stage_states(spark, root)
     if states.get((gen, stage)) == "done" and not force:
         log.info("gen %d %s: already done, skipped", gen, stage)
         return None
@@ -53,8 +64,10 @@ def run_stage(
         counts = module.run(spark, root, cfg, gen)
     except BaseException:
         generations.record(spark, root, gen, stage, "failed", started)
+        states[(gen, stage)] = "failed"
         raise
     generations.record(spark, root, gen, stage, "done", started, counts)
+    states[(gen, stage)] = "done"
     log.info("gen %d %s: done in %.1fs %s", gen, stage, time.monotonic() - t0, counts)
     return counts
 
@@ -85,12 +98,24 @@ def pending_urls(spark: SparkSession, root: str, gen: int) -> int:
     return frontier.join(crawldb.select("url_key"), on="url_key", how="left_anti").count()
 
 
-def run_generation(spark: SparkSession, root: str, cfg: Any, gen: int | None = None) -> int:
-    """Run every stage of one generation (the next due when gen is None); return its number."""
+def run_generation(
+    spark: SparkSession,
+    root: str,
+    cfg: Any,
+    gen: int | None = None,
+    states: dict[tuple[int, str], str] | None = None,
+) -> int:
+    """Run every stage of one generation (the next due when gen is None); return its number.
+
+    The generations table is read once (or not at all when ``states`` is given): this
+    process is the one running the generation's stages, so it tracks their states itself.
+    """
+    if states is None:
+        states = generations.stage_states(spark, root)
     if gen is None:
-        gen = generations.next_gen(generations.stage_states(spark, root))
+        gen = generations.next_gen(states)
     for i, stage in enumerate(generations.STAGES, start=1):
-        counts = run_stage(spark, root, cfg, gen, stage)
+        counts = run_stage(spark, root, cfg, gen, stage, states=states)
         figures = {k: v for k, v in (counts or {}).items() if k in _SHOWN}
         progress.report(f"gen {gen}", i, len(generations.STAGES), **figures)
     return gen
@@ -139,6 +164,6 @@ def run_crawl(
         if not partly_done and pending_urls(spark, root, gen) == 0:
             log.info("gen %d: nothing left to fetch; the crawl is complete", gen)
             break
-        run_generation(spark, root, cfg, gen)
+        run_generation(spark, root, cfg, gen, states=states)
         ran.append(gen)
     return ran
