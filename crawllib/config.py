@@ -201,13 +201,20 @@ SETTINGS: dict[str, dict[str, Setting]] = {
     },
     "storage": {
         "fetch_slices": Setting(
-            8, "fetch commits in this many slices of hosts; a crash loses one", "int", _min(1)
+            8, "fetch commits in at most this many slices; a crash loses one", "int", _min(1)
         ),
         "min_slice_urls": Setting(
             500,
             "fewer slices when a generation is small: each holds at least this many URLs",
             "int",
             _min(1),
+        ),
+        "min_slice_seconds": Setting(
+            60.0,
+            "fewer slices when a generation is short: each lasts at least this long at "
+            "politeness.default_delay (a slice's commit costs seconds)",
+            "float",
+            _min(0),
         ),
     },
     "spark": {

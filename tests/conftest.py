@@ -16,6 +16,7 @@ def test_config_overrides() -> list[str]:
         "spark.log_level=ERROR",
         "network.resolve_only=true",
         "storage.min_slice_urls=1",  # tiny test crawls still commit in several slices
+        "storage.min_slice_seconds=0",
     ]
 
 

@@ -29,9 +29,11 @@ from pyspark.sql import functions as F
 from crawllib import config, tables
 from crawllib.transforms.plan import (
     PENDING_STATUSES,
+    busiest_slot,
     count_decisions,
     crawldb_changes,
     plan_decisions,
+    slice_count,
     to_fetchlist,
 )
 
@@ -53,10 +55,9 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
     decided = plan_decisions(frontier, crawldb, cfg, gen).persist()
     try:
         counts = {k: int(v) for k, v in count_decisions(decided, cfg).first().asDict().items()}
-        # Each slice costs a few commits: a small generation gets fewer, fuller slices.
-        slices = max(
-            1, min(cfg.storage.fetch_slices, -(-counts["planned"] // cfg.storage.min_slice_urls))
-        )
+        # Each slice costs a few commits: a small or short generation gets fewer, fuller slices.
+        busiest = busiest_slot(decided, cfg).first()["urls"]
+        slices = slice_count(counts["planned"], busiest, cfg)
         fetchlist = to_fetchlist(decided, config.replace(cfg, storage__fetch_slices=slices), gen)
         counts["slices"] = fetchlist.select("slice").distinct().count()
         log.info("plan gen %d: %s", gen, counts)

@@ -213,6 +213,26 @@ def is_planned() -> Column:
     return F.col("filter_reason").isNull() & ~F.col("deferred")
 
 
+def slice_count(planned: int, busiest_slot: int, cfg: Any) -> int:
+    """Slices for a generation of ``planned`` URLs whose busiest slot has ``busiest_slot``:
+    at most storage.fetch_slices, and few enough that each holds storage.min_slice_urls URLs
+    and lasts storage.min_slice_seconds at politeness.default_delay (every slice holds every
+    slot, so it lasts about busiest_slot * delay / slices)."""
+    s = cfg.storage
+    by_urls = -(-planned // s.min_slice_urls)
+    seconds = busiest_slot * cfg.politeness.default_delay
+    by_time = int(seconds // s.min_slice_seconds) if s.min_slice_seconds > 0 else s.fetch_slices
+    return max(1, min(s.fetch_slices, by_urls, by_time))
+
+
+def busiest_slot(decided: DataFrame, cfg: Any) -> DataFrame:
+    """One row, one column ``urls``: the planned URLs of the slot with most of them (0 if none).
+    In: DECIDED_COLUMNS."""
+    slot = F.col("domain") if cfg.politeness.key == "domain" else F.col("host")
+    per_slot = decided.where(is_planned()).groupBy(slot.alias("slot")).count()
+    return per_slot.agg(F.coalesce(F.max("count"), F.lit(0)).alias("urls"))
+
+
 def to_fetchlist(decided: DataFrame, cfg: Any, gen: int) -> DataFrame:
     """The chosen rows (no filter_reason, not deferred) as fetchlist rows of ``gen``.
 

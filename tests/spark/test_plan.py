@@ -20,6 +20,7 @@ from crawllib.transforms.plan import (
     extension_of,
     new_candidates,
     pending_from_crawldb,
+    slice_count,
     with_filter_reason,
     with_slot_and_slice,
 )
@@ -227,6 +228,25 @@ def test_slot_by_host_or_domain_and_slices_deal_each_slot_round_robin(spark, spa
     }
     again = spark.createDataFrame(list(reversed(rows)), schema)
     assert slices(again, by_host) == slices(df, by_host)
+
+
+def test_slice_count_keeps_slices_long_and_full_enough(spark_cfg):
+    cfg = replace(
+        spark_cfg,
+        storage__fetch_slices=8,
+        storage__min_slice_urls=500,
+        storage__min_slice_seconds=60.0,
+        politeness__default_delay=0.2,
+    )
+    # 100 hosts x 300 URLs: 60 s per host, one slice of at least 60 s
+    assert slice_count(30_000, 300, cfg) == 1
+    # 100 hosts x 3000 URLs: 600 s per host, at most 8 slices
+    assert slice_count(300_000, 3000, cfg) == 8
+    assert slice_count(300_000, 1500, cfg) == 5  # 300 s: five slices of 60 s
+    assert slice_count(1200, 3000, cfg) == 2  # few URLs: 500 per slice at least
+    assert slice_count(0, 0, cfg) == 1
+    no_time_floor = replace(cfg, storage__min_slice_seconds=0.0, storage__min_slice_urls=1)
+    assert slice_count(10, 2, no_time_floor) == 8
 
 
 # --- the stage on a crawl root ------------------------------------------------------------------
