@@ -10,6 +10,7 @@ import hashlib
 import re
 
 import mmh3
+import numpy as np
 
 _MASK64 = (1 << 64) - 1
 _WORD = re.compile(r"\w+")
@@ -48,10 +49,17 @@ def simhash64(text: str) -> int:
     ]
     half = len(hashes) / 2
     fingerprint = 0
-    for bit in range(64):
-        if sum(h >> bit & 1 for h in hashes) > half:
+    for bit, count in enumerate(_bit_counts(hashes)):
+        if count > half:
             fingerprint |= 1 << bit
     return _to_signed64(fingerprint)
+
+
+def _bit_counts(hashes: list[int]) -> list[int]:
+    """How many of the hashes have each bit set, bit 0 first (numpy: a Python loop over 64
+    bits per hash took 60% of a page's extraction)."""
+    as_bytes = np.array(hashes, dtype="<u8").view(np.uint8).reshape(-1, 8)
+    return np.unpackbits(as_bytes, axis=1, bitorder="little").sum(axis=0).tolist()
 
 
 def hamming64(a: int, b: int) -> int:
