@@ -1,4 +1,5 @@
-"""``python -m crawllib.bench <benchmark> [options]``: run one benchmark and print its figures.
+"""``python -m crawllib.bench``: the whole suite (see crawllib.bench.suite), or
+``python -m crawllib.bench <benchmark> [options]`` for one benchmark.
 
 Each benchmark is a module of this package with ``add_arguments(parser)`` and ``main(args)``;
 add one by adding its name to BENCHMARKS.
@@ -10,14 +11,19 @@ import argparse
 import importlib
 import logging
 
+from crawllib.bench import suite
+
 BENCHMARKS = {
     "fetch": "crawllib.bench.fetch",
+    "memory": "crawllib.bench.memory",
 }
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m crawllib.bench", description=__doc__)
-    commands = parser.add_subparsers(dest="benchmark", required=True)
+    suite.add_arguments(parser)
+    parser.set_defaults(module=suite)
+    commands = parser.add_subparsers(dest="benchmark")
     for name, module_name in BENCHMARKS.items():
         module = importlib.import_module(module_name)
         sub = commands.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0])

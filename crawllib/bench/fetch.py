@@ -64,32 +64,21 @@ def bench(
     """Run both runs; return their figures (and print them through ``out`` if given)."""
     say = out or (lambda *a: None)
     spec = WebSpec(hosts=hosts, pages_per_host=pages, special=False)
-    with _web(spec, server) as (resolve, server_pid):
-        names = [regular_host_name(i) for i in range(hosts)]
-        urls = [f"http://{h}/" for h in names]
-        urls += [f"http://{h}/p/{n}.html" for h in names for n in range(pages)]
-        rows = [
-            {"url": u, "url_key": url_key(u), "host": u.split("/")[2], "depth": 1} for u in urls
-        ]
-        base = replace(
-            load_config(),
-            network__resolve=resolve,
-            network__resolve_only=True,
-            politeness__jitter=0.0,
-            politeness__max_hosts_in_flight=max(hosts, 256),
-        )
+    with web_server(spec, server) as (resolve, server_pid):
+        rows = page_rows(hosts, pages)
+        base = engine_config(load_config(), resolve, hosts)
         say(
             f"# {len(rows)} pages on {hosts} hosts; test web in a {server}; "
             f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}"
         )
-        fast = _run(rows, replace(base, politeness__default_delay=0.0), server_pid)
+        fast = run_engine(rows, replace(base, politeness__default_delay=0.0), server_pid)
         pages_per_s = fast["pages"] / fast["wall"]
         say(
             f"throughput (delay 0): {fast['pages']} pages in {fast['wall']:.2f} s = "
             f"{pages_per_s:.0f} pages/s; CPU per page: engine {fast['engine_ms']:.3f} ms, "
             f"test web {fast['server_ms']:.3f} ms; outcomes {fast['outcomes']}"
         )
-        polite = _run(rows, replace(base, politeness__default_delay=delay), server_pid)
+        polite = run_engine(rows, replace(base, politeness__default_delay=delay), server_pid)
         ideal = max(Counter(r["host"] for r in rows).values()) * delay  # pages + 1 - 1
         efficiency = ideal / polite["wall"]
         say(f"politeness (delay {delay} s, jitter 0): {IDEAL_DEFINITION}")
@@ -108,7 +97,35 @@ def bench(
     }
 
 
-def _run(rows: list[dict], cfg: Any, server_pid: int | None) -> dict[str, Any]:
+def page_urls(hosts: int, pages: int) -> list[str]:
+    """Every page of the regular test web: each host's home page and its pages 0..pages-1."""
+    names = [regular_host_name(i) for i in range(hosts)]
+    return [f"http://{h}/" for h in names] + [
+        f"http://{h}/p/{n}.html" for h in names for n in range(pages)
+    ]
+
+
+def page_rows(hosts: int, pages: int) -> list[dict]:
+    """The engine's input rows for :func:`page_urls` (depth 1 everywhere)."""
+    return [
+        {"url": u, "url_key": url_key(u), "host": u.split("/")[2], "depth": 1}
+        for u in page_urls(hosts, pages)
+    ]
+
+
+def engine_config(cfg: Any, resolve: dict[str, str], hosts: int) -> Any:
+    """cfg reaching only the test web, no jitter, every host in flight at once."""
+    return replace(
+        cfg,
+        network__resolve=resolve,
+        network__resolve_only=True,
+        politeness__jitter=0.0,
+        politeness__max_hosts_in_flight=max(hosts, 256),
+    )
+
+
+def run_engine(rows: list[dict], cfg: Any, server_pid: int | None) -> dict[str, Any]:
+    """One ``fetch_rows`` call: pages, wall, engine_ms / server_ms (CPU per page), outcomes."""
     outcomes: Counter[str] = Counter()
     fetch_ms: list[int] = []
     server0 = _cpu(server_pid) if server_pid else 0.0
@@ -160,7 +177,7 @@ def _cpu(pid: int | None, tid: int | None = None) -> float:
 
 
 @contextlib.contextmanager
-def _web(spec: WebSpec, server: str) -> Iterator[tuple[dict[str, str], int | None]]:
+def web_server(spec: WebSpec, server: str) -> Iterator[tuple[dict[str, str], int | None]]:
     """The test web's resolve map and its process id (None when it runs in this process)."""
     if server == "thread":
         with serve_in_thread(spec) as web:

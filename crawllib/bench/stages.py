@@ -1,0 +1,179 @@
+"""Spark stage benchmarks: the fetch ceiling, parse against bare trafilatura, fixed cost per
+generation as crawldb grows. Each returns a dict of figures; :mod:`crawllib.bench.suite`
+prints them.
+
+Every run crawls its own root under ``work`` with the real stages (``pipeline.run_stage``),
+so the figures include what a user pays: Delta reads and commits, joins, MERGE.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import trafilatura
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from crawllib import config, pipeline, seeding, tables
+from crawllib.bench.fetch import engine_config, page_rows, page_urls, run_engine, web_server
+from crawllib.bench.procs import ProcessTree
+from crawllib.extract import close_unclosed_title, decode_html
+from crawllib.testing import WebSpec
+
+SPARK_OVERRIDES = [
+    "spark.master=local[2]",
+    "spark.shuffle_partitions=2",
+    "spark.ui=false",
+    "spark.log_level=ERROR",
+    "network.resolve_only=true",
+]
+
+
+def bench_config() -> Any:
+    """The config every benchmark starts from: Spark local[2], no DNS."""
+    return config.load_config(overrides=SPARK_OVERRIDES)
+
+
+def new_crawl(spark: SparkSession, work: str, name: str, cfg: Any, urls: list[str]) -> str:
+    """A fresh crawl root ``work/name`` seeded with ``urls`` (generation 0)."""
+    root = os.path.join(work, name)
+    os.makedirs(root, exist_ok=False)
+    seeds = os.path.join(work, f"{name}-seeds.txt")
+    with open(seeds, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(urls) + "\n")
+    tables.init_tables(spark, root)
+    seeding.seed(spark, root, seeds, cfg, 0)
+    return root
+
+
+def timed_stage(spark: SparkSession, root: str, cfg: Any, gen: int, stage: str) -> dict:
+    """Run one stage; its counts plus ``seconds`` (wall, bookkeeping included)."""
+    t0 = time.perf_counter()
+    counts = pipeline.run_stage(spark, root, cfg, gen, stage) or {}
+    return {**counts, "seconds": time.perf_counter() - t0}
+
+
+def bench_fetch_and_parse(
+    spark: SparkSession, work: str, hosts: int = 200, pages: int = 50
+) -> dict[str, Any]:
+    """Fetch ceiling (delay 0) of the bare engine and of the Spark fetch stage over the same
+    pages, then the parse stage over those pages against a bare trafilatura loop.
+
+    The test web runs in a child process, outside the measured CPU (role ``other``).
+    """
+    spec = WebSpec(hosts=hosts, pages_per_host=pages, special=False)
+    with web_server(spec, "process") as (resolve, server_pid):
+        cfg = engine_config(bench_config(), resolve, hosts)
+        cfg = config.replace(
+            cfg,
+            politeness__default_delay=0.0,
+            generate__max_per_host=pages + 1,
+            crawl__max_depth=1,
+        )
+        bare = run_engine(page_rows(hosts, pages), cfg, server_pid)
+        root = new_crawl(spark, work, "ceiling", cfg, page_urls(hosts, pages))
+        timed_stage(spark, root, cfg, 0, "plan")
+        with ProcessTree() as tree:
+            fetch = timed_stage(spark, root, cfg, 0, "fetch")
+    fetch_cpu = tree.figures().total_cpu("driver", "jvm", "python_workers")
+    with ProcessTree() as tree:
+        parse = timed_stage(spark, root, cfg, 0, "parse")
+    cores = spark.sparkContext.defaultParallelism
+    bare_parse = bare_trafilatura(spark, root, cfg)
+    return {
+        "pages": fetch["ok"],
+        "bare_pages": bare["pages"],
+        "bare_pages_per_s": bare["pages"] / bare["wall"],
+        "bare_cpu_ms": bare["engine_ms"],
+        "spark_pages_per_s": fetch["ok"] / fetch["seconds"],
+        "spark_fetching_s": fetch["seconds_fetching"],
+        "spark_fetch_s": fetch["seconds"],
+        "spark_cpu_ms": fetch_cpu / fetch["ok"] * 1e3,
+        "cores": cores,
+        "parse_pages": parse["pages"],
+        "parse_s": parse["seconds"],
+        "parse_per_core": parse["pages"] / parse["seconds"] / cores,
+        "parse_worker_cpu_s": tree.figures().cpu["python_workers"],
+        **bare_parse,
+    }
+
+
+def bare_trafilatura(spark: SparkSession, root: str, cfg: Any) -> dict[str, float]:
+    """trafilatura alone, in this process, over the pages the parse stage read: pages per CPU
+    second = pages per second on one core. Decoding is outside the timed loop."""
+    rows = tables.read(spark, root, "pages").select("url", "body", "charset").collect()
+    limit = cfg.parse.max_html_bytes
+    docs = [
+        (r["url"], close_unclosed_title(decode_html(r["body"][:limit], r["charset"])))
+        for r in rows
+        if r["body"]
+    ]
+    t0 = time.process_time()
+    for url, html in docs:  # the options crawllib.extract uses
+        trafilatura.extract(
+            html, url=url, include_comments=False, include_tables=True, output_format="txt"
+        )
+    cpu = time.process_time() - t0
+    return {"trafilatura_pages": len(docs), "trafilatura_per_core": len(docs) / cpu}
+
+
+def bench_fixed_cost(
+    spark: SparkSession, work: str, sizes: tuple[int, ...] = (1_000, 100_000), hosts: int = 20
+) -> list[dict[str, Any]]:
+    """One small generation (``hosts`` home pages, delay 0) on a crawl whose crawldb already
+    holds N fetched URLs, for each N in sizes: seconds per stage, and the fixed cost = the
+    generation's wall time - time on the network - parse work (pages / bare trafilatura rate).
+    """
+    from crawllib.testing import serve_in_thread
+
+    out = []
+    spec = WebSpec(hosts=hosts, pages_per_host=5, special=False)
+    with serve_in_thread(spec) as web:
+        cfg = config.replace(
+            bench_config(),
+            network__resolve=web.resolve,
+            politeness__default_delay=0.0,
+            politeness__jitter=0.0,
+        )
+        for n in sizes:
+            root = new_crawl(spark, work, f"fixed-{n}", cfg, web.seeds())
+            fill_crawldb(spark, root, n)
+            stages = {
+                s: timed_stage(spark, root, cfg, 0, s) for s in ("plan", "fetch", "parse", "update")
+            }
+            total = sum(s["seconds"] for s in stages.values())
+            out.append(
+                {
+                    "crawldb": n,
+                    "pages": stages["fetch"]["ok"],
+                    **{f"{k}_s": v["seconds"] for k, v in stages.items()},
+                    "network_s": stages["fetch"]["seconds_fetching"],
+                    "total_s": total,
+                    "fixed_s": total - stages["fetch"]["seconds_fetching"],
+                }
+            )
+    return out
+
+
+def fill_crawldb(spark: SparkSession, root: str, n: int) -> None:
+    """Append n fetched URLs on 1000 hosts that are not in the test web."""
+    url = F.format_string("http://filler%d.net/p/%d.html", F.col("id") % 1000, F.col("id"))
+    rows = spark.range(n, numPartitions=2).select(
+        F.xxhash64(url).alias("url_key"),
+        url.alias("url"),
+        F.format_string("filler%d.net", F.col("id") % 1000).alias("host"),
+        F.format_string("filler%d.net", F.col("id") % 1000).alias("domain"),
+        F.lit("fetched").alias("status"),
+        F.lit(None).cast("string").alias("reason"),
+        F.lit(1).alias("attempts"),
+        F.lit(1).alias("depth"),
+        F.lit(0).alias("first_gen"),
+        F.lit(0).alias("last_gen"),
+        F.lit(None).cast("int").alias("next_gen"),
+        F.lit(200).alias("http_status"),
+        F.sha2(url, 256).alias("content_hash"),
+        F.current_timestamp().alias("updated_at"),
+    )
+    tables.append(rows, root, "crawldb")

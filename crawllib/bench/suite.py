@@ -1,0 +1,275 @@
+"""``python -m crawllib.bench``: every benchmark in one go on the built-in test web; prints a
+markdown report and writes it to ``docs/benchmarks.md`` (with commit, machine and date).
+
+``--quick`` shrinks every size (a smoke run of the whole suite in a few minutes; its figures
+are not meaningful). Goals come from the benchmark issue; each row says whether it was met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+from typing import Any
+
+from crawllib.bench.procs import mib
+
+REPORT = "docs/benchmarks.md"
+
+FULL = {
+    "crawl": {"hosts": 100, "pages": 300, "seed_pages": 150, "max_depth": 1, "delay": 0.2},
+    "ceiling": {"hosts": 200, "pages": 50},
+    "fixed": {"sizes": (1_000, 100_000), "hosts": 20},
+    "memory": {"body_sizes": (4 * 2**20, 40 * 2**20), "regular_hosts": 20},
+}
+QUICK = {
+    "crawl": {"hosts": 6, "pages": 20, "seed_pages": 10, "max_depth": 1, "delay": 0.05},
+    "ceiling": {"hosts": 6, "pages": 10},
+    "fixed": {"sizes": (100, 1_000), "hosts": 3},
+    "memory": {"body_sizes": (2**20, 8 * 2**20), "regular_hosts": 3},
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    parser.add_argument("--no-scrapy", action="store_true", help="skip the Scrapy comparison")
+    parser.add_argument("--out", default=REPORT, help=f"report file (default {REPORT}; '' none)")
+    parser.add_argument("--work", default="", help="directory for the crawls (default: a temp dir)")
+
+
+def main(args: argparse.Namespace) -> None:
+    sizes = QUICK if args.quick else FULL
+    work = args.work or tempfile.mkdtemp(prefix="crawllib-bench-")
+    try:
+        results = run_all(work, sizes, scrapy=not args.no_scrapy)
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    report = render(results, quick=args.quick)
+    print(report)
+    if args.out:
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(report)
+
+
+def run_all(work: str, sizes: dict[str, dict], scrapy: bool = True) -> dict[str, Any]:
+    from crawllib.bench.crawl import bench_crawl
+    from crawllib.bench.memory import bench_memory
+    from crawllib.bench.stages import bench_config, bench_fetch_and_parse, bench_fixed_cost
+    from crawllib.session import get_spark
+
+    spark = get_spark(bench_config())
+    t0 = time.perf_counter()
+    out: dict[str, Any] = {}
+    out["crawl"] = bench_crawl(spark, os.path.join(work, "crawl"), scrapy=scrapy, **sizes["crawl"])
+    out["ceiling"] = bench_fetch_and_parse(spark, os.path.join(work, "ceiling"), **sizes["ceiling"])
+    out["fixed"] = bench_fixed_cost(spark, os.path.join(work, "fixed"), **sizes["fixed"])
+    out["memory"] = bench_memory(spark, os.path.join(work, "memory"), **sizes["memory"])
+    out["seconds"] = time.perf_counter() - t0
+    out["sizes"] = sizes
+    return out
+
+
+def _row(measure: str, ours: str, reference: str, ratio: float | None, goal: str) -> str:
+    met = "" if ratio is None or not goal else ("yes" if _meets(ratio, goal) else "**no**")
+    shown = "" if ratio is None else f"{ratio:.2f}"
+    return f"| {measure} | {ours} | {reference} | {shown} | {goal} | {met} |"
+
+
+def _meets(value: float, goal: str) -> bool:
+    op, bound = goal.split(" ", 1)
+    return value >= float(bound) if op == "≥" else value <= float(bound)
+
+
+def render(r: dict[str, Any], quick: bool = False) -> str:
+    c, k, fixed, mem = r["crawl"], r["ceiling"], r["fixed"], r["memory"]
+    lines = [
+        "# Benchmarks",
+        "",
+        f"`python -m crawllib.bench{' --quick' if quick else ''}` at commit {_commit()}, "
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, on {_machine()}; "
+        f"the suite took {r['seconds'] / 60:.1f} min."
+        + (" **Quick run: sizes too small to mean anything.**" if quick else ""),
+        "",
+        "| measure | ours | reference | ratio | goal | met |",
+        "|---|---|---|---|---|---|",
+        _row(
+            "1a. politeness efficiency, fetch stage (ideal / fetch stages' time)",
+            f"{c['fetch_s']:.1f} s",
+            f"ideal {c['ideal_s']:.1f} s",
+            c["fetch_efficiency"],
+            "≥ 0.9",
+        ),
+        _row(
+            "1b. politeness efficiency, whole `crawl run`",
+            f"{c['wall_s']:.1f} s",
+            f"ideal {c['ideal_s']:.1f} s",
+            c["run_efficiency"],
+            "≥ 0.75",
+        ),
+        _row(
+            "2a. fetch ceiling, pages/s (delay 0): Spark fetch stage / bare engine",
+            f"{k['spark_pages_per_s']:.0f}",
+            f"{k['bare_pages_per_s']:.0f}",
+            k["spark_pages_per_s"] / k["bare_pages_per_s"],
+            "≥ 0.8",
+        ),
+        _row(
+            "2b. CPU ms per page (delay 0): Spark fetch stage / bare engine",
+            f"{k['spark_cpu_ms']:.2f}",
+            f"{k['bare_cpu_ms']:.2f}",
+            k["spark_cpu_ms"] / k["bare_cpu_ms"],
+            "",
+        ),
+        _row(
+            "3. parse pages/s per core: parse stage / bare trafilatura",
+            f"{k['parse_per_core']:.0f}",
+            f"{k['trafilatura_per_core']:.0f}",
+            k["parse_per_core"] / k["trafilatura_per_core"],
+            "≥ 0.8",
+        ),
+        _row(
+            f"4. fixed cost of a small generation, crawldb {fixed[0]['crawldb']:,} → "
+            f"{fixed[-1]['crawldb']:,} URLs",
+            f"{fixed[-1]['fixed_s']:.1f} s",
+            f"{fixed[0]['fixed_s']:.1f} s",
+            fixed[-1]["fixed_s"] / fixed[0]["fixed_s"],
+            "",
+        ),
+    ]
+    small, big = mem[0], mem[-1]
+    lines.append(
+        _row(
+            f"5. peak RSS in fetch, largest Python worker: {mib(big['body_bytes'])} bodies / "
+            f"{mib(small['body_bytes'])} bodies (gzip bomb in both)",
+            mib(big["worker_peak"]),
+            mib(small["worker_peak"]),
+            big["worker_peak"] / small["worker_peak"],
+            "≤ 1.25",
+        )
+    )
+    if "scrapy" in c:
+        s = c["scrapy"]
+        ours_cpu, scrapy_cpu = c["cpu_s"] / c["pages"], s["cpu_s"] / max(1, s["pages"])
+        lines += [
+            _row(
+                "6a. wall time of the whole crawl: ours / Scrapy (same politeness)",
+                f"{c['wall_s']:.1f} s",
+                f"{s['wall_s']:.1f} s",
+                c["wall_s"] / s["wall_s"],
+                "≤ 1",
+            ),
+            _row(
+                "6b. CPU s per page: ours (driver + JVM + workers) / Scrapy",
+                f"{ours_cpu * 1e3:.1f} ms",
+                f"{scrapy_cpu * 1e3:.1f} ms",
+                ours_cpu / scrapy_cpu,
+                "",
+            ),
+            _row(
+                "6c. pages fetched (200): ours / Scrapy",
+                str(c["pages"]),
+                str(s["pages"]),
+                c["pages"] / max(1, s["pages"]),
+                "",
+            ),
+        ]
+    lines += ["", *_details(r)]
+    return "\n".join(lines) + "\n"
+
+
+def _details(r: dict[str, Any]) -> list[str]:
+    c, k, fixed, mem = r["crawl"], r["ceiling"], r["fixed"], r["memory"]
+    out = [
+        "## Details",
+        "",
+        f"**1. Crawl**: {c['hosts']} hosts × {c['pages_per_host']} pages, seeds: each host's "
+        f"home page and its first {c['seed_pages']} pages; depth ≤ {c['max_depth']}, delay {r['sizes']['crawl']['delay']} s, jitter 0; "
+        f"{c['generations']} generations, {c['pages']} pages, {c['requests']} requests "
+        "(robots.txt included). Ideal = Σ over generations of max over hosts of "
+        "(requests − 1) × delay. Time per stage over the crawl: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(c.get("stage_s", {}).items()))
+        + f"; the rest of the {c['wall_s']:.0f} s is bookkeeping between stages.",
+        "",
+        f"**2. Fetch ceiling**: {k['pages']} pages, test web in a child process (not counted). "
+        f"Spark fetch stage {k['spark_fetch_s']:.1f} s, of which {k['spark_fetching_s']} s "
+        "fetching (the rest: reads, persist, three commits per slice).",
+        "",
+        f"**3. Parse**: {k['parse_pages']} pages in {k['parse_s']:.1f} s on {k['cores']} cores "
+        f"(Python workers' CPU {k['parse_worker_cpu_s']:.1f} s); the stage also extracts links, "
+        "hashes, finds exact and near duplicates and writes texts, links and the frontier. "
+        f"Bare loop: `trafilatura.extract` with crawllib's options on {k['trafilatura_pages']} "
+        "decoded pages, one core.",
+        "",
+        "**4. Fixed cost per generation** (one generation of home pages, delay 0; fixed = wall "
+        "− network time):",
+        "",
+        "| crawldb URLs | pages | plan s | fetch s | parse s | update s | network s | fixed s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for f in fixed:
+        out.append(
+            f"| {f['crawldb']:,} | {f['pages']} | {f['plan_s']:.1f} | {f['fetch_s']:.1f} | "
+            f"{f['parse_s']:.1f} | {f['update_s']:.1f} | {f['network_s']} | {f['fixed_s']:.1f} |"
+        )
+    out += [
+        "",
+        "**5. Memory** (fetch stage of the regular hosts plus bigbody.net/big.html and "
+        "gzipbomb.org/bomb.html; fetch.max_body_bytes and max_decompressed_bytes at defaults):",
+        "",
+        "| body | driver peak | JVM peak | largest worker peak | workers' peaks summed | big.html | bomb |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for m in mem:
+        out.append(
+            f"| {mib(m['body_bytes'])} | {mib(m['driver_peak'])} | {mib(m['jvm_peak'])} | "
+            f"{mib(m['worker_peak'])} | {mib(m['workers_sum_peak'])} | {m['big_outcome']} | "
+            f"{m['bomb_outcome']} |"
+        )
+    if "scrapy" in c:
+        s, lo = c["scrapy"], c["scrapy_links_only"]
+        out += [
+            "",
+            "**6. Scrapy** (ROBOTSTXT_OBEY, DOWNLOAD_DELAY = delay without randomising, one "
+            "request per host at a time, DEPTH_LIMIT = max depth, all hosts at once; every "
+            "request goes to the test web through its proxy setting). Same work per page as "
+            "ours: links and trafilatura text.",
+            "",
+            "| crawler | wall s | CPU s | pages | requests |",
+            "|---|---|---|---|---|",
+            f"| crawllib `crawl run` | {c['wall_s']:.1f} | {c['cpu_s']:.1f} | {c['pages']} | "
+            f"{c['requests']} |",
+            f"| Scrapy, links + trafilatura | {s['wall_s']:.1f} | {s['cpu_s']:.1f} | "
+            f"{s['pages']} | {s['requests']} |",
+            f"| Scrapy, links only | {lo['wall_s']:.1f} | {lo['cpu_s']:.1f} | {lo['pages']} | "
+            f"{lo['requests']} |",
+        ]
+    return out
+
+
+def _commit() -> str:
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True)
+        return sha + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _machine() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return f"{os.cpu_count()} × {model}, {mem / 2**30:.0f} GiB, Python {platform.python_version()}"
