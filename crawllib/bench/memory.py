@@ -55,15 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> None:
+    from crawllib.bench.stages import bench_config
     from crawllib.session import get_spark
 
-    cfg = replace(
-        load_config(),
-        spark__master=args.master,
-        spark__shuffle_partitions=2,
-        spark__ui=False,
-        spark__log_level="ERROR",
-    )
+    cfg = replace(bench_config(), spark__master=args.master)
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="crawllib-bench-memory-")
     spark = get_spark(cfg)
     try:

@@ -173,6 +173,11 @@ def cap_per_host(df: DataFrame, max_per_host: int) -> DataFrame:
     return df.withColumn("deferred", eligible & (rank > max_per_host))
 
 
+def slot_column(cfg: Any) -> Column:
+    """The politeness key of a row: its host or its registered domain (politeness.key)."""
+    return F.col("domain") if cfg.politeness.key == "domain" else F.col("host")
+
+
 def with_slot_and_slice(df: DataFrame, cfg: Any) -> DataFrame:
     """Add ``slot`` (host or domain, per politeness.key) and ``slice``: the slot's URLs in
     (depth, url_key) order dealt round-robin over storage.fetch_slices, the same on every run.
@@ -182,11 +187,10 @@ def with_slot_and_slice(df: DataFrame, cfg: Any) -> DataFrame:
     whole slots each would run one after the other, each as long as its busiest host.
     In: host, domain, depth, url_key. Out: + slot (string), slice (int).
     """
-    slot = F.col("domain") if cfg.politeness.key == "domain" else F.col("host")
     rank = F.row_number().over(
         Window.partitionBy("slot").orderBy(F.col("depth").asc(), F.col("url_key").asc())
     )
-    return df.withColumn("slot", slot).withColumn(
+    return df.withColumn("slot", slot_column(cfg)).withColumn(
         "slice", F.pmod(rank - 1, F.lit(cfg.storage.fetch_slices)).cast("int")
     )
 
@@ -228,8 +232,7 @@ def slice_count(planned: int, busiest_slot: int, cfg: Any) -> int:
 def busiest_slot(decided: DataFrame, cfg: Any) -> DataFrame:
     """One row, one column ``urls``: the planned URLs of the slot with most of them (0 if none).
     In: DECIDED_COLUMNS."""
-    slot = F.col("domain") if cfg.politeness.key == "domain" else F.col("host")
-    per_slot = decided.where(is_planned()).groupBy(slot.alias("slot")).count()
+    per_slot = decided.where(is_planned()).groupBy(slot_column(cfg).alias("slot")).count()
     return per_slot.agg(F.coalesce(F.max("count"), F.lit(0)).alias("urls"))
 
 
