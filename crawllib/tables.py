@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from crawllib.schemas import TABLES
 
@@ -71,10 +70,17 @@ def register_views(spark: SparkSession, root: str) -> None:
         read(spark, root, name).createOrReplaceTempView(name)
 
 
+# One SQL expression per column: a single py4j call per write, where building Column objects
+# took three per column (0.1 s a write, and a generation makes about twenty).
+_CONFORM = {
+    name: [f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`" for f in schema.fields]
+    for name, (schema, _) in TABLES.items()
+}
+
+
 def _conform(df: DataFrame, name: str) -> DataFrame:
     """Select the table's columns in order, cast to its types (the write's output schema)."""
-    schema, _ = TABLES[name]
-    return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields])
+    return df.selectExpr(*_CONFORM[name])
 
 
 def append(df: DataFrame, root: str, name: str, txn: tuple[str, int] | None = None) -> None:

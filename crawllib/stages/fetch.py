@@ -42,21 +42,20 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
     work.
     """
     fetchlist = tables.read(spark, root, "fetchlist").filter(F.col("gen") == gen)
-    plan = (
+    committed = (
+        tables.read(spark, root, "fetches")
+        .filter(F.col("gen") == gen)
+        .select("slice", F.lit(True).alias("committed"))
+        .distinct()
+    )
+    plan = (  # one job: the slices, and which of them fetches already holds
         fetchlist.groupBy("slice")
         .agg(F.count("*").alias("urls"), F.countDistinct("slot").alias("slots"))
+        .join(committed, on="slice", how="left")
         .orderBy("slice")
         .collect()
     )
-    committed = {
-        r["slice"]
-        for r in tables.read(spark, root, "fetches")
-        .filter(F.col("gen") == gen)
-        .select("slice")
-        .distinct()
-        .collect()
-    }
-    todo = [r for r in plan if r["slice"] not in committed]
+    todo = [r for r in plan if not r["committed"]]
     log.info(
         "fetch gen %d: %d URLs in %d slices, %d already committed",
         gen,
@@ -68,6 +67,7 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
     seconds = 0.0
     total_urls = sum(r["urls"] for r in todo)
     urls_done = pages_done = errors = 0
+    outcomes = dict.fromkeys((*OUTCOMES, "pages"), 0)
     last_request_by = None
     for i, r in enumerate(todo, start=1):
         if last_request_by is not None:
@@ -91,6 +91,8 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
         )
         urls_done += done["urls"]
         pages_done += done["ok"]
+        for key, n in done["outcomes"].items():
+            outcomes[key] += n
         errors += done["errors"]
         progress.report(
             f"fetch gen {gen}",
@@ -104,7 +106,8 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
         "urls": sum(r["urls"] for r in plan),
         "slices": len(plan),
         "slices_skipped": len(plan) - len(todo),
-        **generation_outcomes(spark, root, gen),
+        # This run wrote every slice: its own counts are the stored ones, no table to re-read.
+        **(outcomes if len(todo) == len(plan) else generation_outcomes(spark, root, gen)),
         "robots_fetched": robots_fetched,
         "seconds_fetching": round(seconds),
     }
@@ -121,8 +124,9 @@ def fetch_slice(
     slots: int,
     fetchlist: DataFrame,
 ) -> dict[str, Any]:
-    """Fetch and commit one slice; return its urls, ok, robots (robots.txt records) and seconds
-    spent fetching (the persisted results' first evaluation)."""
+    """Fetch and commit one slice; return its urls, ok, errors, robots (robots.txt records),
+    outcomes (fetches rows by outcome, and pages rows), seconds spent fetching (the persisted
+    results' first evaluation) and ended (``time.monotonic()`` after the last request)."""
     slice_rows = fetchlist.filter(F.col("slice") == slice_)
     robots = fresh_robots(tables.read(spark, root, "robots"))
     # As many tasks as cores: every task runs at once, each holding many hosts in asyncio, so
@@ -132,28 +136,41 @@ def fetch_slice(
     results = results.persist(StorageLevel.DISK_ONLY)
     try:
         started = time.monotonic()
-        by_kind = {
-            (row["record"], row["outcome"]): row["count"]
-            for row in results.groupBy("record", "outcome").count().collect()
-        }
+        by_kind: dict[tuple[str, str | None], int] = {}
+        pages = 0
+        for row in (
+            results.groupBy("record", "outcome", F.col("body").isNotNull().alias("page"))
+            .count()
+            .collect()
+        ):
+            key = (row["record"], row["outcome"])
+            by_kind[key] = by_kind.get(key, 0) + row["count"]
+            # The rows pages_from_results keeps.
+            if row["record"] == "fetch" and row["outcome"] == "ok" and row["page"]:
+                pages += row["count"]
         done = {
             "urls": sum(n for (kind, _), n in by_kind.items() if kind == "fetch"),
             "ok": by_kind.get(("fetch", "ok"), 0),
             "errors": sum(by_kind.get(("fetch", o), 0) for o in ("http_error", "error")),
             "robots": by_kind.get(("robots", None), 0),
+            "outcomes": {
+                **{o: by_kind.get(("fetch", o), 0) for o in OUTCOMES},
+                "pages": pages,
+            },
             "seconds": time.monotonic() - started,
             "ended": time.monotonic(),  # every request of the slice started before this
         }
         where = f"gen = {gen} AND slice = {slice_}"
         tables.replace_where(pages_from_results(results, gen, slice_), root, "pages", where)
-        tables.merge(
-            spark,
-            robots_from_results(results),
-            root,
-            "robots",
-            keys=["host"],
-            update={f.name: f"s.{f.name}" for f in ROBOTS.fields},
-        )
+        if done["robots"]:  # hosts whose robots.txt was cached fetched none
+            tables.merge(
+                spark,
+                robots_from_results(results),
+                root,
+                "robots",
+                keys=["host"],
+                update={f.name: f"s.{f.name}" for f in ROBOTS.fields},
+            )
         # Last: fetches rows are what marks the slice as committed.
         tables.replace_where(fetches_from_results(results, gen, slice_), root, "fetches", where)
     finally:

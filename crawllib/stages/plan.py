@@ -54,12 +54,15 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
     # recomputation would read the same crawldb version.
     decided = plan_decisions(frontier, crawldb, cfg, gen).persist()
     try:
-        counts = {k: int(v) for k, v in count_decisions(decided, cfg).first().asDict().items()}
+        # One action for both one-row aggregates.
+        row = count_decisions(decided, cfg).crossJoin(busiest_slot(decided, cfg)).first()
+        counts = {k: int(v) for k, v in row.asDict().items()}
+        busiest = counts.pop("urls")
         # Each slice costs a few commits: a small or short generation gets fewer, fuller slices.
-        busiest = busiest_slot(decided, cfg).first()["urls"]
         slices = slice_count(counts["planned"], busiest, cfg)
         fetchlist = to_fetchlist(decided, config.replace(cfg, storage__fetch_slices=slices), gen)
-        counts["slices"] = fetchlist.select("slice").distinct().count()
+        # Slots are dealt round-robin over the slices: the busiest one fills min(slices, busiest).
+        counts["slices"] = min(slices, busiest)
         log.info("plan gen %d: %s", gen, counts)
         tables.replace_where(fetchlist, root, "fetchlist", f"gen = {gen}")
         tables.merge(
