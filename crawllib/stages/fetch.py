@@ -66,8 +66,8 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
     robots_fetched = 0
     seconds = 0.0
     total_urls = sum(r["urls"] for r in todo)
-    urls_done = pages_done = errors = 0
-    outcomes = dict.fromkeys((*OUTCOMES, "pages"), 0)
+    urls_done = 0
+    outcomes = dict.fromkeys((*OUTCOMES, "pages"), 0)  # summed over this run's slices
     last_request_by = None
     for i, r in enumerate(todo, start=1):
         if last_request_by is not None:
@@ -84,23 +84,21 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
             len(todo),
             r["slice"],
             done["urls"],
-            done["ok"],
+            done["outcomes"]["ok"],
             done["seconds"],
-            done["ok"] / done["seconds"] if done["seconds"] > 0 else 0.0,
+            done["outcomes"]["ok"] / done["seconds"] if done["seconds"] > 0 else 0.0,
             done["robots"],
         )
         urls_done += done["urls"]
-        pages_done += done["ok"]
         for key, n in done["outcomes"].items():
             outcomes[key] += n
-        errors += done["errors"]
         progress.report(
             f"fetch gen {gen}",
             urls_done,
             total_urls,
-            pages=pages_done,
-            pages_per_s=round(pages_done / seconds, 1) if seconds > 0 else 0.0,
-            errors=errors,
+            pages=outcomes["ok"],
+            pages_per_s=round(outcomes["ok"] / seconds, 1) if seconds > 0 else 0.0,
+            errors=outcomes["http_error"] + outcomes["error"],
         )
     counts = {
         "urls": sum(r["urls"] for r in plan),
@@ -124,7 +122,7 @@ def fetch_slice(
     slots: int,
     fetchlist: DataFrame,
 ) -> dict[str, Any]:
-    """Fetch and commit one slice; return its urls, ok, errors, robots (robots.txt records),
+    """Fetch and commit one slice; return its urls, robots (robots.txt records),
     outcomes (fetches rows by outcome, and pages rows), seconds spent fetching (the persisted
     results' first evaluation) and ended (``time.monotonic()`` after the last request)."""
     slice_rows = fetchlist.filter(F.col("slice") == slice_)
@@ -150,8 +148,6 @@ def fetch_slice(
                 pages += row["count"]
         done = {
             "urls": sum(n for (kind, _), n in by_kind.items() if kind == "fetch"),
-            "ok": by_kind.get(("fetch", "ok"), 0),
-            "errors": sum(by_kind.get(("fetch", o), 0) for o in ("http_error", "error")),
             "robots": by_kind.get(("robots", None), 0),
             "outcomes": {
                 **{o: by_kind.get(("fetch", o), 0) for o in OUTCOMES},
