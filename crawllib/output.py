@@ -36,8 +36,9 @@ def _cell(value: Any, width: int = 60) -> str:
 
 
 def write_table(
-    columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO = sys.stdout
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO | None = None
 ) -> int:
+    out = out or sys.stdout  # looked up per call: sys.stdout may have been replaced
     cells = [[_cell(v) for v in row] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
@@ -52,8 +53,9 @@ def write_table(
 
 
 def write_json(
-    columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO = sys.stdout
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO | None = None
 ) -> int:
+    out = out or sys.stdout  # looked up per call: sys.stdout may have been replaced
     n = 0
     for row in rows:
         out.write(
@@ -67,8 +69,9 @@ def write_json(
 
 
 def write_csv(
-    columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO = sys.stdout
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], out: TextIO | None = None
 ) -> int:
+    out = out or sys.stdout  # looked up per call: sys.stdout may have been replaced
     writer = csv.writer(out)
     writer.writerow(columns)
     n = 0

@@ -14,9 +14,11 @@ log = logging.getLogger(__name__)
 _bar_stream: TextIO | None = None
 
 
-def use_terminal_bar(stream: TextIO = sys.stderr) -> None:
-    """Draw reports as a progress bar on stream when it is a terminal."""
+def use_terminal_bar(stream: TextIO | None = None) -> None:
+    """Draw reports as a progress bar on stream (default: the current sys.stderr) when it is a
+    terminal."""
     global _bar_stream
+    stream = stream or sys.stderr
     _bar_stream = stream if stream.isatty() else None
 
 

@@ -35,3 +35,20 @@ def test_bar_redraws_in_place_and_ends_the_line():
         progress.use_terminal_bar(io.StringIO())
     text = out.getvalue()
     assert text.count("\r") == 2 and text.endswith("2/2 pages=9\n")
+
+
+def test_default_streams_are_the_current_ones(monkeypatch):
+    """The CLI's default streams are looked up per call: a replaced sys.stderr/sys.stdout
+    (pytest's capture, a notebook) is used, not the one there when the module was imported."""
+    from crawllib.output import write_table
+
+    err, out = FakeTty(), io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    monkeypatch.setattr("sys.stdout", out)
+    progress.use_terminal_bar()
+    try:
+        progress.report("fetch gen 0", 1, 1)
+    finally:
+        progress.use_terminal_bar(io.StringIO())
+    assert err.getvalue().endswith("1/1 \n")
+    assert write_table(["a"], [(1,)]) == 1 and "| 1 |" in out.getvalue()
