@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from crawllib import generations, progress, seeding, tables
 from crawllib.errors import StageOrderError
+from crawllib.transforms.plan import PENDING_STATUSES, with_filter_reason
 
 log = logging.getLogger(__name__)
 
@@ -88,14 +89,21 @@ def due_gen(states: dict[tuple[int, str], str], stage: str) -> int:
     return max(done) if done else 0  # already done: run_stage will say so
 
 
-def pending_urls(spark: SparkSession, root: str, gen: int) -> int:
-    """URLs still to fetch: queued or failed in crawldb (due now or later), or new in gen's frontier."""
+def pending_urls(spark: SparkSession, root: str, cfg: Any, gen: int) -> int:
+    """URLs still to fetch: queued or failed in crawldb (due now or later), or new in gen's
+    frontier and not filtered by plan's URL rules (depth, extension, length).
+
+    A frontier holding only URLs past crawl.max_depth is the usual end of a crawl: planning it
+    would only mark them filtered, at the cost of a whole generation of fixed costs. They stay
+    in the frontier, so a later run with a larger max_depth plans them.
+    """
     crawldb = tables.read(spark, root, "crawldb")
-    due = crawldb.filter(F.col("status").isin("queued", "failed")).count()
+    due = crawldb.filter(F.col("status").isin(*PENDING_STATUSES)).count()
     if due:
         return due
-    frontier = tables.read(spark, root, "frontier").filter(F.col("gen") == gen).select("url_key")
-    return frontier.join(crawldb.select("url_key"), on="url_key", how="left_anti").count()
+    frontier = tables.read(spark, root, "frontier").filter(F.col("gen") == gen)
+    plannable = with_filter_reason(frontier, cfg).where(F.col("filter_reason").isNull())
+    return plannable.join(crawldb.select("url_key"), on="url_key", how="left_anti").count()
 
 
 def run_generation(
@@ -161,8 +169,12 @@ def run_crawl(
         if gen >= generations_wanted:
             break
         partly_done = any((gen, s) in states for s in generations.STAGES)
-        if not partly_done and pending_urls(spark, root, gen) == 0:
-            log.info("gen %d: nothing left to fetch; the crawl is complete", gen)
+        if not partly_done and pending_urls(spark, root, cfg, gen) == 0:
+            log.info(
+                "gen %d: nothing left to fetch (its frontier holds only known URLs, or URLs "
+                "past crawl.max_depth or filtered); the crawl is complete",
+                gen,
+            )
             break
         run_generation(spark, root, cfg, gen, states=states)
         ran.append(gen)

@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from crawllib import tables
 from crawllib.config import replace
+from crawllib.pipeline import pending_urls
 from crawllib.schemas import CRAWLDB, FRONTIER
 from crawllib.seeding import seed
 from crawllib.stages import plan as plan_stage
@@ -356,3 +357,31 @@ def test_plan_stage_writes_fetchlist_and_crawldb_and_reruns_identically(spark, p
     assert (counts["candidates"], counts["planned"], counts["filtered_budget"]) == (2, 2, 0)
     gen1 = tables.read(spark, root, "fetchlist").where("gen = 1").collect()
     assert {r["url"] for r in gen1} == {p[1], c[2]}
+
+
+def test_pending_urls_ignores_frontier_urls_plan_would_only_filter(spark, spark_cfg, tmp_path):
+    root = str(tmp_path / "crawl")
+    tables.init_tables(spark, root)
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.test/\n")
+    cfg = replace(spark_cfg, crawl__max_depth=3)
+    seed(spark, root, str(seeds), cfg, 0)
+    assert pending_urls(spark, root, cfg, 0) == 1  # the queued seed
+    done = {"status": "'fetched'", "last_gen": "0", "next_gen": "NULL"}
+    crawldb = tables.read(spark, root, "crawldb")
+    tables.merge(spark, crawldb, root, "crawldb", keys=["url_key"], update=done, insert=False)
+    add_frontier(
+        spark,
+        root,
+        1,
+        [
+            ("http://a.test/", 1, "http://a.test/"),  # known
+            ("http://a.test/deep", 4, "http://a.test/"),  # past max_depth
+            ("http://a.test/logo.png", 1, "http://a.test/"),  # skipped extension
+        ],
+    )
+    # Only URLs plan would mark filtered: running generation 1 would fetch nothing.
+    assert pending_urls(spark, root, cfg, 1) == 0
+    assert pending_urls(spark, root, replace(cfg, crawl__max_depth=4), 1) == 1
+    add_frontier(spark, root, 1, [("http://a.test/next", 1, "http://a.test/")])
+    assert pending_urls(spark, root, cfg, 1) == 1
