@@ -14,7 +14,8 @@ next_gen <= N, last_gen untouched), and not the ones it filtered or deferred (fi
 next_gen = N + 1). Because every ranking (budgets, cap) is by the total order (depth, url_key),
 a chosen URL's rank among this subset is at most its rank among the first run's candidates and
 the attempted counts behind the budgets are unchanged (plan never sets last_gen); so the rerun
-chooses exactly the same URLs, writes the same fetchlist and has nothing to MERGE. Its counts
+chooses exactly the same URLs, writes the same fetchlist and skips the MERGE: it has
+nothing to change. Its counts
 describe what it saw (candidates = planned), not the first run's.
 """
 
@@ -32,6 +33,7 @@ from crawllib.transforms.plan import (
     busiest_slot,
     count_decisions,
     crawldb_changes,
+    is_changed,
     plan_decisions,
     slice_count,
     to_fetchlist,
@@ -54,10 +56,17 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
     # recomputation would read the same crawldb version.
     decided = plan_decisions(frontier, crawldb, cfg, gen).persist()
     try:
-        # One action for both one-row aggregates.
-        row = count_decisions(decided, cfg).crossJoin(busiest_slot(decided, cfg)).first()
+        # One action for the three one-row aggregates.
+        changes = decided.agg(F.count_if(is_changed()).alias("_changes"))
+        row = (
+            count_decisions(decided, cfg)
+            .crossJoin(busiest_slot(decided, cfg))
+            .crossJoin(changes)
+            .first()
+        )
         counts = {k: int(v) for k, v in row.asDict().items()}
         busiest = counts.pop("urls")
+        changes = counts.pop("_changes")
         # Each slice costs a few commits: a small or short generation gets fewer, fuller slices.
         slices = slice_count(counts["planned"], busiest, cfg)
         fetchlist = to_fetchlist(decided, config.replace(cfg, storage__fetch_slices=slices), gen)
@@ -65,15 +74,16 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
         counts["slices"] = min(slices, busiest)
         log.info("plan gen %d: %s", gen, counts)
         tables.replace_where(fetchlist, root, "fetchlist", f"gen = {gen}")
-        tables.merge(
-            spark,
-            crawldb_changes(decided, gen),
-            root,
-            "crawldb",
-            keys=["url_key"],
-            update=_MERGE_UPDATE,
-            update_condition=_MERGE_GUARD,
-        )
+        if changes:  # none when every candidate is a known URL chosen as is (seeds, reruns)
+            tables.merge(
+                spark,
+                crawldb_changes(decided, gen),
+                root,
+                "crawldb",
+                keys=["url_key"],
+                update=_MERGE_UPDATE,
+                update_condition=_MERGE_GUARD,
+            )
     finally:
         decided.unpersist()
     return counts

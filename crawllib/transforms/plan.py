@@ -257,9 +257,8 @@ def crawldb_changes(decided: DataFrame, gen: int) -> DataFrame:
     In: DECIDED_COLUMNS. Out: crawldb columns.
     """
     filtered = F.col("filter_reason").isNotNull()
-    changed = F.col("is_new") | filtered | F.col("deferred")
     return (
-        decided.where(changed)
+        decided.where(is_changed())
         .withColumns(
             {
                 "status": F.when(filtered, F.lit("filtered")).otherwise(F.col("status")),
@@ -272,6 +271,11 @@ def crawldb_changes(decided: DataFrame, gen: int) -> DataFrame:
         )
         .select(_CRAWLDB_COLUMNS)
     )
+
+
+def is_changed() -> Column:
+    """The decided rows that crawldb_changes keeps: new, newly filtered or deferred."""
+    return F.col("is_new") | F.col("filter_reason").isNotNull() | F.col("deferred")
 
 
 def count_decisions(decided: DataFrame, cfg: Any) -> DataFrame:
