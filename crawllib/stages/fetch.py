@@ -1,10 +1,13 @@
 """fetch(N): fetchlist gen N -> pages, fetches (gen N) and robots, one slice at a time.
 
 A slice (a group of slots, ``fetchlist.slice``) is committed once ``fetches`` holds its rows:
-per slice the stage fetches, persists the results (so the network is hit once), then writes
-pages (replaceWhere gen/slice), robots (MERGE by host) and last fetches (replaceWhere
-gen/slice). A rerun skips committed slices; a crash loses at most the slice in flight, and
-its rerun reuses the robots.txt already merged.
+per slice the stage fetches, persists the results (so the network is hit once), then appends
+pages, MERGEs robots (by host) and last appends fetches: one commit each, so a slice is in
+fetches whole or not at all. A rerun skips committed slices; a crash loses at most the slice in
+flight, and its rerun reuses the robots.txt already merged and replaces (replaceWhere gen/slice)
+the pages the crashed run left of that slice. Appends, not a replaceWhere every time: a
+replaceWhere costs 1.8 s against 0.56 s for an append (it rebuilds the table's snapshot to find
+the files it replaces), twice per slice.
 """
 
 from __future__ import annotations
@@ -42,16 +45,16 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
     work.
     """
     fetchlist = tables.read(spark, root, "fetchlist").filter(F.col("gen") == gen)
-    committed = (
-        tables.read(spark, root, "fetches")
-        .filter(F.col("gen") == gen)
-        .select("slice", F.lit(True).alias("committed"))
-        .distinct()
-    )
-    plan = (  # one job: the slices, and which of them fetches already holds
+
+    def stored(name: str, flag: str) -> DataFrame:
+        rows = tables.read(spark, root, name).filter(F.col("gen") == gen)
+        return rows.select("slice", F.lit(True).alias(flag)).distinct()
+
+    plan = (  # one job: the slices, which of them fetches holds, which have pages rows
         fetchlist.groupBy("slice")
         .agg(F.count("*").alias("urls"), F.countDistinct("slot").alias("slots"))
-        .join(committed, on="slice", how="left")
+        .join(stored("fetches", "committed"), on="slice", how="left")
+        .join(stored("pages", "has_pages"), on="slice", how="left")
         .orderBy("slice")
         .collect()
     )
@@ -72,7 +75,9 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
     for i, r in enumerate(todo, start=1):
         if last_request_by is not None:
             wait_between_slices(spark, root, cfg, fetchlist, r["slice"], last_request_by)
-        done = fetch_slice(spark, root, cfg, gen, r["slice"], r["slots"], fetchlist)
+        done = fetch_slice(
+            spark, root, cfg, gen, r["slice"], r["slots"], fetchlist, bool(r["has_pages"])
+        )
         last_request_by = done["ended"]
         robots_fetched += done["robots"]
         seconds += done["seconds"]
@@ -121,10 +126,14 @@ def fetch_slice(
     slice_: int,
     slots: int,
     fetchlist: DataFrame,
+    has_pages: bool = False,
 ) -> dict[str, Any]:
     """Fetch and commit one slice; return its urls, robots (robots.txt records),
     outcomes (fetches rows by outcome, and pages rows), seconds spent fetching (the persisted
-    results' first evaluation) and ended (``time.monotonic()`` after the last request)."""
+    results' first evaluation) and ended (``time.monotonic()`` after the last request).
+
+    has_pages: pages already holds rows of this slice (a run that crashed before its fetches
+    commit), which its pages write replaces."""
     slice_rows = fetchlist.filter(F.col("slice") == slice_)
     robots = fresh_robots(tables.read(spark, root, "robots"))
     # As many tasks as cores: every task runs at once, each holding many hosts in asyncio, so
@@ -157,7 +166,11 @@ def fetch_slice(
             "ended": time.monotonic(),  # every request of the slice started before this
         }
         where = f"gen = {gen} AND slice = {slice_}"
-        tables.replace_where(pages_from_results(results, gen, slice_), root, "pages", where)
+        pages_rows = pages_from_results(results, gen, slice_)
+        if has_pages:
+            tables.replace_where(pages_rows, root, "pages", where)
+        else:
+            tables.append(pages_rows, root, "pages")
         if done["robots"]:  # hosts whose robots.txt was cached fetched none
             tables.merge(
                 spark,
@@ -167,8 +180,9 @@ def fetch_slice(
                 keys=["host"],
                 update={f.name: f"s.{f.name}" for f in ROBOTS.fields},
             )
-        # Last: fetches rows are what marks the slice as committed.
-        tables.replace_where(fetches_from_results(results, gen, slice_), root, "fetches", where)
+        # Last: fetches rows are what marks the slice as committed (none yet, or it would
+        # have been skipped).
+        tables.append(fetches_from_results(results, gen, slice_), root, "fetches")
     finally:
         results.unpersist()
     return done
