@@ -79,6 +79,7 @@ def bench_crawl(
         cpu = tree.figures().total_cpu("driver", "jvm", "python_workers")
         ideal, fetch_s, pages_ok, requests = crawl_figures(spark, root, delay)
         out["stage_s"] = stage_seconds(spark, root)
+        out["fetch_timeline"] = fetch_timeline(spark, root, delay)
         out.update(
             generations=len(ran),
             pages=pages_ok,
@@ -155,3 +156,40 @@ def crawl_figures(spark: SparkSession, root: str, delay: float) -> tuple[float, 
         .first()[0]
     )
     return ideal, fetch_s, sum(r["ok"] for r in per_gen), sum(r["requests"] for r in per_gen)
+
+
+def fetch_timeline(spark: SparkSession, root: str, delay: float) -> dict[str, float]:
+    """Where the fetch stages' time went, summed over generations: before_s (stage start to
+    its first page request: bookkeeping, reading the fetchlist, starting the tasks, robots.txt),
+    requests_s (first to last page request), after_s (last request to the stage's end:
+    persisting, commits). pacing: the mean gap between one host's consecutive page requests,
+    over delay (1.0: the engine waited exactly the delay, and no longer).
+    """
+    requests = tables.read(spark, root, "fetches").where(F.col("outcome").isin(*REQUESTED))
+    epoch = {c: F.unix_micros(c) / 1e6 for c in ("fetched_at", "started_at", "finished_at")}
+    per_gen = requests.groupBy("gen").agg(
+        F.min(epoch["fetched_at"]).alias("first"), F.max(epoch["fetched_at"]).alias("last")
+    )
+    stages = (
+        tables.read(spark, root, "generations")
+        .where((F.col("stage") == "fetch") & (F.col("state") == "done"))
+        .groupBy("gen")
+        .agg(F.max(epoch["started_at"]).alias("start"), F.max(epoch["finished_at"]).alias("end"))
+    )
+    spans = per_gen.join(stages, on="gen", how="inner").collect()
+    gaps = (
+        requests.groupBy("gen", "host")
+        .agg(
+            F.count("*").alias("n"),
+            (F.max(epoch["fetched_at"]) - F.min(epoch["fetched_at"])).alias("span"),
+        )
+        .where(F.col("n") > 1)
+        .agg(F.avg(F.col("span") / (F.col("n") - 1)))
+        .first()[0]
+    )
+    return {
+        "before_s": sum(r["first"] - r["start"] for r in spans),
+        "requests_s": sum(r["last"] - r["first"] for r in spans),
+        "after_s": sum(r["end"] - r["last"] for r in spans),
+        "pacing": (gaps or 0.0) / delay if delay else 0.0,
+    }

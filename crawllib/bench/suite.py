@@ -195,7 +195,8 @@ def _details(r: dict[str, Any]) -> list[str]:
         "(robots.txt included). Ideal = Σ over generations of max over hosts of "
         "(requests − 1) × delay. Time per stage over the crawl: "
         + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(c.get("stage_s", {}).items()))
-        + f"; the rest of the {c['wall_s']:.0f} s is bookkeeping between stages.",
+        + f"; the rest of the {c['wall_s']:.0f} s is bookkeeping between stages. "
+        + _fetch_timeline(c["fetch_timeline"]),
         "",
         f"**2. Fetch ceiling**: {k['pages']} pages, test web in a child process (not counted). "
         f"Spark fetch stage {k['spark_fetch_s']:.1f} s, of which {k['spark_fetching_s']} s "
@@ -251,6 +252,15 @@ def _details(r: dict[str, Any]) -> list[str]:
             f"{lo['requests']} |",
         ]
     return out
+
+
+def _fetch_timeline(t: dict[str, float]) -> str:
+    return (
+        f"The fetch stages spent {t['before_s']:.1f} s before their first page request (reads, "
+        f"task start, robots.txt), {t['requests_s']:.1f} s from first to last request and "
+        f"{t['after_s']:.1f} s after the last (persist, commits); one host's requests were "
+        f"{t['pacing']:.3f} × the delay apart on average."
+    )
 
 
 def _commit() -> str:

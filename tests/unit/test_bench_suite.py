@@ -24,6 +24,7 @@ def results(fetch_s: float = 20.0, scrapy_wall: float = 100.0) -> dict:
         "cpu_s": 120.0,
         "fetch_efficiency": 18.0 / fetch_s,
         "run_efficiency": 18.0 / 80.0,
+        "fetch_timeline": {"before_s": 1.5, "requests_s": 17.0, "after_s": 1.5, "pacing": 1.004},
         "scrapy": {"wall_s": scrapy_wall, "cpu_s": 240.0, "pages": 19_990, "requests": 20_500},
         "scrapy_links_only": {"wall_s": 60.0, "cpu_s": 120.0, "pages": 19_990, "requests": 20_500},
     }
@@ -101,6 +102,8 @@ def test_report_has_a_row_per_measure_and_judges_each_goal():
     assert table["5."][3:] == ["1.00", "≤ 1.25", "yes"]
     assert table["6a."][3:] == ["0.80", "≤ 1", "yes"]
     assert "commit" in report.splitlines()[2] and "GiB" in report.splitlines()[2]
+    assert "1.5 s before their first page request" in report
+    assert "17.0 s from first to last request" in report and "1.004 × the delay" in report
 
 
 def test_a_slower_run_misses_its_goals():
