@@ -165,10 +165,19 @@ def fetch_timeline(spark: SparkSession, root: str, delay: float) -> dict[str, fl
     persisting, commits). pacing: the mean gap between one host's consecutive page requests,
     over delay (1.0: the engine waited exactly the delay, and no longer).
     """
-    requests = tables.read(spark, root, "fetches").where(F.col("outcome").isin(*REQUESTED))
     epoch = {c: F.unix_micros(c) / 1e6 for c in ("fetched_at", "started_at", "finished_at")}
-    per_gen = requests.groupBy("gen").agg(
-        F.min(epoch["fetched_at"]).alias("first"), F.max(epoch["fetched_at"]).alias("last")
+    per_host = (
+        tables.read(spark, root, "fetches")
+        .where(F.col("outcome").isin(*REQUESTED))
+        .groupBy("gen", "host")
+        .agg(
+            F.count("*").alias("n"),
+            F.min(epoch["fetched_at"]).alias("first"),
+            F.max(epoch["fetched_at"]).alias("last"),
+        )
+    )
+    per_gen = per_host.groupBy("gen").agg(
+        F.min("first").alias("first"), F.max("last").alias("last")
     )
     stages = (
         tables.read(spark, root, "generations")
@@ -178,13 +187,8 @@ def fetch_timeline(spark: SparkSession, root: str, delay: float) -> dict[str, fl
     )
     spans = per_gen.join(stages, on="gen", how="inner").collect()
     gaps = (
-        requests.groupBy("gen", "host")
-        .agg(
-            F.count("*").alias("n"),
-            (F.max(epoch["fetched_at"]) - F.min(epoch["fetched_at"])).alias("span"),
-        )
-        .where(F.col("n") > 1)
-        .agg(F.avg(F.col("span") / (F.col("n") - 1)))
+        per_host.where(F.col("n") > 1)
+        .agg(F.avg((F.col("last") - F.col("first")) / (F.col("n") - 1)))
         .first()[0]
     )
     return {

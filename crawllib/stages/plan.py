@@ -14,9 +14,8 @@ next_gen <= N, last_gen untouched), and not the ones it filtered or deferred (fi
 next_gen = N + 1). Because every ranking (budgets, cap) is by the total order (depth, url_key),
 a chosen URL's rank among this subset is at most its rank among the first run's candidates and
 the attempted counts behind the budgets are unchanged (plan never sets last_gen); so the rerun
-chooses exactly the same URLs, writes the same fetchlist and skips the MERGE: it has
-nothing to change. Its counts
-describe what it saw (candidates = planned), not the first run's.
+chooses exactly the same URLs, writes the same fetchlist and skips the MERGE: it has nothing
+to change. Its counts describe what it saw (candidates = planned), not the first run's.
 """
 
 from __future__ import annotations
@@ -57,11 +56,10 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
     decided = plan_decisions(frontier, crawldb, cfg, gen).persist()
     try:
         # One action for the three one-row aggregates.
-        changes = decided.agg(F.count_if(is_changed()).alias("_changes"))
         row = (
             count_decisions(decided, cfg)
             .crossJoin(busiest_slot(decided, cfg))
-            .crossJoin(changes)
+            .crossJoin(decided.agg(F.count_if(is_changed()).alias("_changes")))
             .first()
         )
         counts = {k: int(v) for k, v in row.asDict().items()}
