@@ -57,12 +57,15 @@ def run_stage(
             f"cannot run {stage} of generation {gen}: {before[1]} of generation {before[0]} is not done"
         )
     module = importlib.import_module(f"crawllib.stages.{stage}")
+    # Never started before: no table holds rows of this stage run yet, so the stage may append
+    # where a rerun has to replace. "running" is recorded before the stage writes anything.
+    fresh = (gen, stage) not in states
     started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     generations.record(spark, root, gen, stage, "running", started)
     t0 = time.monotonic()
     log.info("gen %d %s: started", gen, stage)
     try:
-        counts = module.run(spark, root, cfg, gen)
+        counts = module.run(spark, root, cfg, gen, fresh=fresh)
     except BaseException:
         generations.record(spark, root, gen, stage, "failed", started)
         states[(gen, stage)] = "failed"

@@ -101,8 +101,16 @@ def append(df: DataFrame, root: str, name: str, txn: tuple[str, int] | None = No
     writer.save(table_path(root, name))
 
 
-def replace_where(df: DataFrame, root: str, name: str, condition: str) -> None:
-    """Replace exactly the rows matching condition (e.g. "gen = 3") with df: rerun-safe."""
+def replace_where(df: DataFrame, root: str, name: str, condition: str, fresh: bool = False) -> None:
+    """Replace exactly the rows matching condition (e.g. "gen = 3") with df: rerun-safe.
+
+    fresh: the caller knows no row matches (the first run of its stage, see
+    `crawllib.pipeline.run_stage`), so df is appended: a replaceWhere costs about three
+    appends (it rebuilds the table's snapshot to find the files it replaces).
+    """
+    if fresh:
+        append(df, root, name)
+        return
     (
         _conform(df, name)
         .write.format("delta")

@@ -36,13 +36,16 @@ log = logging.getLogger(__name__)
 OUTCOMES = ("ok", "redirect", "http_error", "robots_denied", "blocked", "error", "deferred")
 
 
-def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
+def run(spark: SparkSession, root: str, cfg: Any, gen: int, fresh: bool = False) -> dict[str, int]:
     """Fetch every slice of fetchlist gen ``gen`` not yet in fetches; return the counts.
 
     urls, slices: the generation's fetchlist; slices_skipped: slices committed before this
     run; ok .. deferred and pages: the generation's fetches and pages rows after this run (a
     rerun reports the same totals); robots_fetched and seconds_fetching: this run's network
     work.
+
+    fresh: this stage run is the generation's first (`crawllib.pipeline.run_stage`): no slice
+    can be committed yet, so fetches and pages are not read.
     """
     fetchlist = tables.read(spark, root, "fetchlist").filter(F.col("gen") == gen)
 
@@ -50,14 +53,16 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
         rows = tables.read(spark, root, name).filter(F.col("gen") == gen)
         return rows.select("slice", F.lit(True).alias(flag)).distinct()
 
-    plan = (  # one job: the slices, which of them fetches holds, which have pages rows
-        fetchlist.groupBy("slice")
-        .agg(F.count("*").alias("urls"), F.countDistinct("slot").alias("slots"))
-        .join(stored("fetches", "committed"), on="slice", how="left")
-        .join(stored("pages", "has_pages"), on="slice", how="left")
-        .orderBy("slice")
-        .collect()
+    slices = fetchlist.groupBy("slice").agg(
+        F.count("*").alias("urls"), F.countDistinct("slot").alias("slots")
     )
+    if fresh:
+        slices = slices.select("*", F.lit(None).alias("committed"), F.lit(None).alias("has_pages"))
+    else:  # still one job: which slices fetches holds, which have pages rows
+        slices = slices.join(stored("fetches", "committed"), on="slice", how="left").join(
+            stored("pages", "has_pages"), on="slice", how="left"
+        )
+    plan = slices.orderBy("slice").collect()
     todo = [r for r in plan if not r["committed"]]
     log.info(
         "fetch gen %d: %d URLs in %d slices, %d already committed",

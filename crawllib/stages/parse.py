@@ -2,7 +2,7 @@
 
 Idempotent: texts and links are replaced with ``replaceWhere gen = N`` and the frontier with
 ``replaceWhere gen = N + 1 AND reason = 'link'``, so a rerun (say, with better extraction)
-replaces exactly what the previous run wrote. Duplicates are judged against texts of
+replaces exactly what the previous run wrote. The first run appends (nothing to replace). Duplicates are judged against texts of
 generations before N only, so rerunning N never sees its own previous output.
 """
 
@@ -28,12 +28,15 @@ from crawllib.transforms.parse import (
 log = logging.getLogger(__name__)
 
 
-def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
+def run(spark: SparkSession, root: str, cfg: Any, gen: int, fresh: bool = False) -> dict[str, int]:
     """Parse generation ``gen``; return its counts.
 
     Counts: pages (pages of gen = rows written to texts), texts (with non-empty text),
     extract_errors, exact_duplicates, near_duplicates, links (rows written), new_frontier
     (frontier rows of gen + 1 with reason link).
+
+    fresh: this stage run is the generation's first (`crawllib.pipeline.run_stage`): the
+    three writes append, there is nothing of gen to replace.
     """
     pages = tables.read(spark, root, "pages").where(F.col("gen") == gen)
     # Extraction is the costly part and feeds both texts and links: run it once.
@@ -49,15 +52,15 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
         texts = exact.transform(
             mark_near_duplicates, prior, cfg.parse.near_dup_distance, cfg.parse.min_text_chars
         )
-        tables.replace_where(texts, root, "texts", f"gen = {gen}")
-        tables.replace_where(links_table(extracted, gen), root, "links", f"gen = {gen}")
+        tables.replace_where(texts, root, "texts", f"gen = {gen}", fresh)
+        tables.replace_where(links_table(extracted, gen), root, "links", f"gen = {gen}", fresh)
     finally:
         exact.unpersist()
         extracted.unpersist()
     links = tables.read(spark, root, "links").where(F.col("gen") == gen)
     crawldb = tables.read(spark, root, "crawldb")
     frontier = next_frontier(links, pages.select("url_key", "depth"), crawldb, gen)
-    tables.replace_where(frontier, root, "frontier", f"gen = {gen + 1} AND reason = 'link'")
+    tables.replace_where(frontier, root, "frontier", f"gen = {gen + 1} AND reason = 'link'", fresh)
     counts = _counts(spark, root, gen)
     log.info("parse gen %d: %s", gen, counts)
     return counts

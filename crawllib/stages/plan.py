@@ -7,7 +7,7 @@ filtered with reason depth/extension/length/budget); known URLs past a budget be
 The chosen URLs are the fetchlist of gen N. Chosen known URLs are not changed: fetch and update
 will.
 
-Idempotency. Writes: fetchlist first (replaceWhere gen = N), crawldb MERGE last, so a crash
+Idempotency. Writes: fetchlist first (replaceWhere gen = N; an append on the first run), crawldb MERGE last, so a crash
 before the MERGE leaves crawldb as it was and a rerun starts from the same inputs. After a
 complete run, a rerun sees: no new URLs (all now in crawldb), the chosen URLs (queued,
 next_gen <= N, last_gen untouched), and not the ones it filtered or deferred (filtered, or
@@ -45,9 +45,12 @@ _MERGE_GUARD = "t.status IN ({})".format(", ".join(f"'{s}'" for s in PENDING_STA
 _MERGE_UPDATE = {c: f"s.{c}" for c in ("status", "reason", "next_gen", "updated_at")}
 
 
-def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
+def run(spark: SparkSession, root: str, cfg: Any, gen: int, fresh: bool = False) -> dict[str, int]:
     """Plan generation ``gen``; return the counts (candidates, planned, filtered_depth,
     filtered_extension, filtered_length, filtered_budget, deferred_cap, hosts, slices).
+
+    fresh: this stage run is the generation's first (`crawllib.pipeline.run_stage`): the
+    fetchlist is appended, there is nothing of gen to replace.
     """
     frontier = tables.read(spark, root, "frontier").where(F.col("gen") == gen)
     crawldb = tables.read(spark, root, "crawldb")
@@ -71,7 +74,7 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
         # Slots are dealt round-robin over the slices: the busiest one fills min(slices, busiest).
         counts["slices"] = min(slices, busiest)
         log.info("plan gen %d: %s", gen, counts)
-        tables.replace_where(fetchlist, root, "fetchlist", f"gen = {gen}")
+        tables.replace_where(fetchlist, root, "fetchlist", f"gen = {gen}", fresh)
         if changes:  # none when every candidate is a known URL chosen as is (seeds, reruns)
             tables.merge(
                 spark,

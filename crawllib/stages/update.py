@@ -1,6 +1,7 @@
 """update(N): fetches gen N (+ texts gen N) -> crawldb, and redirect targets -> frontier N+1.
 
-Idempotent: the frontier rows are replaced (replaceWhere "gen = N+1 AND reason = 'redirect'")
+Idempotent: the frontier rows are replaced (replaceWhere "gen = N+1 AND reason = 'redirect'";
+the first run appends them)
 and the crawldb MERGE is guarded (:func:`crawllib.transforms.update.crawldb_update_guard`), so
 a rerun changes no row. The status mapping is documented in :mod:`crawllib.transforms.update`.
 """
@@ -33,11 +34,14 @@ STATUS_COUNTS = {
 }
 
 
-def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
+def run(spark: SparkSession, root: str, cfg: Any, gen: int, fresh: bool = False) -> dict[str, int]:
     """Merge generation ``gen``'s fetches into crawldb and queue its redirect targets.
 
     Counts: the crawldb status, after the merge, of the URLs fetched in gen (so a rerun
     reports the same numbers) and redirects_queued, the frontier rows written for gen + 1.
+
+    fresh: this stage run is the generation's first (`crawllib.pipeline.run_stage`): redirect
+    targets are appended (not written at all when there are none).
     """
     fetches = tables.read(spark, root, "fetches").filter(F.col("gen") == gen)
     texts = tables.read(spark, root, "texts").filter(F.col("gen") == gen)
@@ -47,7 +51,10 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int) -> dict[str, int]:
     frontier = redirect_frontier(fetches, crawldb, gen).persist()
     try:
         redirects = frontier.count()
-        tables.replace_where(frontier, root, "frontier", f"gen = {gen + 1} AND reason = 'redirect'")
+        if redirects or not fresh:
+            tables.replace_where(
+                frontier, root, "frontier", f"gen = {gen + 1} AND reason = 'redirect'", fresh
+            )
     finally:
         frontier.unpersist()
 

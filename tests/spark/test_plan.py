@@ -6,9 +6,10 @@ import datetime as dt
 
 import pytest
 from chispa import assert_df_equality
+from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from crawllib import tables
+from crawllib import generations, pipeline, tables
 from crawllib.config import replace
 from crawllib.pipeline import pending_urls
 from crawllib.schemas import CRAWLDB, FRONTIER
@@ -385,3 +386,27 @@ def test_pending_urls_ignores_frontier_urls_plan_would_only_filter(spark, spark_
     assert pending_urls(spark, root, replace(cfg, crawl__max_depth=4), 1) == 1
     add_frontier(spark, root, 1, [("http://a.test/next", 1, "http://a.test/")])
     assert pending_urls(spark, root, cfg, 1) == 1
+
+
+def test_a_stage_appends_on_its_first_run_and_replaces_on_a_rerun(spark, planned_root):
+    root, cfg, _p, _c = planned_root
+
+    def fetchlist():
+        return sorted(map(tuple, tables.read(spark, root, "fetchlist").collect()))
+
+    def last_write():
+        h = DeltaTable.forPath(spark, tables.table_path(root, "fetchlist")).history(1).first()
+        return h["operation"], h["operationParameters"]["mode"]
+
+    pipeline.run_stage(spark, root, cfg, 0, "plan")
+    assert last_write() == ("WRITE", "Append")  # never started: nothing of gen 0 to replace
+    planned = fetchlist()
+    assert planned
+    # A rerun that failed after writing the fetchlist once more: its rows are there twice.
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    generations.record(spark, root, 0, "plan", "failed", now)
+    tables.append(tables.read(spark, root, "fetchlist"), root, "fetchlist")
+    assert len(fetchlist()) == 2 * len(planned)
+    pipeline.run_stage(spark, root, cfg, 0, "plan")
+    assert last_write() == ("WRITE", "Overwrite")
+    assert fetchlist() == planned
