@@ -2,8 +2,9 @@
 
 Idempotent: texts and links are replaced with ``replaceWhere gen = N`` and the frontier with
 ``replaceWhere gen = N + 1 AND reason = 'link'``, so a rerun (say, with better extraction)
-replaces exactly what the previous run wrote. The first run appends (nothing to replace). Duplicates are judged against texts of
-generations before N only, so rerunning N never sees its own previous output.
+replaces exactly what the previous run wrote; the first run appends (nothing to replace).
+Duplicates are judged against texts of generations before N only, so rerunning N never sees
+its own previous output.
 """
 
 from __future__ import annotations

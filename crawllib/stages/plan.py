@@ -7,11 +7,11 @@ filtered with reason depth/extension/length/budget); known URLs past a budget be
 The chosen URLs are the fetchlist of gen N. Chosen known URLs are not changed: fetch and update
 will.
 
-Idempotency. Writes: fetchlist first (replaceWhere gen = N; an append on the first run), crawldb MERGE last, so a crash
-before the MERGE leaves crawldb as it was and a rerun starts from the same inputs. After a
-complete run, a rerun sees: no new URLs (all now in crawldb), the chosen URLs (queued,
-next_gen <= N, last_gen untouched), and not the ones it filtered or deferred (filtered, or
-next_gen = N + 1). Because every ranking (budgets, cap) is by the total order (depth, url_key),
+Idempotency. Writes: fetchlist first (replaceWhere gen = N; an append on the first run),
+crawldb MERGE last, so a crash before the MERGE leaves crawldb as it was and a rerun starts
+from the same inputs. After a complete run, a rerun sees: no new URLs (all now in crawldb),
+the chosen URLs (queued, next_gen <= N, last_gen untouched), and not the ones it filtered or
+deferred (filtered, or next_gen = N + 1). Because every ranking (budgets, cap) is by the total order (depth, url_key),
 a chosen URL's rank among this subset is at most its rank among the first run's candidates and
 the attempted counts behind the budgets are unchanged (plan never sets last_gen); so the rerun
 chooses exactly the same URLs, writes the same fetchlist and skips the MERGE: it has nothing

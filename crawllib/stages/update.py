@@ -1,9 +1,8 @@
 """update(N): fetches gen N (+ texts gen N) -> crawldb, and redirect targets -> frontier N+1.
 
 Idempotent: the frontier rows are replaced (replaceWhere "gen = N+1 AND reason = 'redirect'";
-the first run appends them)
-and the crawldb MERGE is guarded (:func:`crawllib.transforms.update.crawldb_update_guard`), so
-a rerun changes no row. The status mapping is documented in :mod:`crawllib.transforms.update`.
+the first run appends them) and the crawldb MERGE is guarded
+(:func:`crawllib.transforms.update.crawldb_update_guard`), so a rerun changes no row. The status mapping is documented in :mod:`crawllib.transforms.update`.
 """
 
 from __future__ import annotations
