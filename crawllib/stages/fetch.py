@@ -2,10 +2,11 @@
 
 A slice (a group of slots, ``fetchlist.slice``) is committed once ``fetches`` holds its rows:
 per slice the stage fetches, persists the results (so the network is hit once), then appends
-pages, MERGEs robots (by host) and last appends fetches: one commit each, so a slice is in
-fetches whole or not at all. A rerun skips committed slices; a crash loses at most the slice in
-flight, and its rerun reuses the robots.txt already merged and replaces (replaceWhere gen/slice)
-the pages the crashed run left of that slice. Appends, not a replaceWhere every time: a
+pages, writes robots (appended for hosts new to the table, MERGEd by host when an expired row
+is refreshed) and last appends fetches: one commit each, so a slice is in fetches whole or not
+at all. A rerun skips committed slices; a crash loses at most the slice in flight, and its
+rerun reuses the robots.txt already written and replaces (replaceWhere gen/slice) the pages
+the crashed run left of that slice. Appends, not a replaceWhere every time: a
 replaceWhere costs 1.8 s against 0.56 s for an append (it rebuilds the table's snapshot to find
 the files it replaces), twice per slice.
 """
@@ -23,10 +24,10 @@ from pyspark.sql import functions as F
 from crawllib import progress, tables
 from crawllib.schemas import ROBOTS
 from crawllib.transforms.fetch import (
+    engine_robots,
     fetch_inputs,
     fetch_results,
     fetches_from_results,
-    fresh_robots,
     pages_from_results,
     robots_from_results,
 )
@@ -140,7 +141,7 @@ def fetch_slice(
     has_pages: pages already holds rows of this slice (a run that crashed before its fetches
     commit), which its pages write replaces."""
     slice_rows = fetchlist.filter(F.col("slice") == slice_)
-    robots = fresh_robots(tables.read(spark, root, "robots"))
+    robots = engine_robots(tables.read(spark, root, "robots"))
     # As many tasks as cores: every task runs at once, each holding many hosts in asyncio, so
     # no host waits for a second wave of tasks (politeness-bound time, not task waves).
     partitions = max(1, min(slots, spark.sparkContext.defaultParallelism))
@@ -162,7 +163,7 @@ def fetch_slice(
                 pages += row["count"]
         done = {
             "urls": sum(n for (kind, _), n in by_kind.items() if kind == "fetch"),
-            "robots": by_kind.get(("robots", None), 0),
+            "robots": sum(n for (kind, _), n in by_kind.items() if kind == "robots"),
             "outcomes": {
                 **{o: by_kind.get(("fetch", o), 0) for o in OUTCOMES},
                 "pages": pages,
@@ -176,7 +177,10 @@ def fetch_slice(
             tables.replace_where(pages_rows, root, "pages", where)
         else:
             tables.append(pages_rows, root, "pages")
-        if done["robots"]:  # hosts whose robots.txt was cached fetched none
+        # Hosts whose robots.txt was cached fetched none. Rows of hosts new to the table are
+        # appended (one record per host: a host lives in one task); only a refreshed row,
+        # whose expired one it replaces, needs the MERGE (1.5 s against 0.5 s).
+        if by_kind.get(("robots", "refreshed")):
             tables.merge(
                 spark,
                 robots_from_results(results),
@@ -185,6 +189,8 @@ def fetch_slice(
                 keys=["host"],
                 update={f.name: f"s.{f.name}" for f in ROBOTS.fields},
             )
+        elif done["robots"]:
+            tables.append(robots_from_results(results), root, "robots")
         # Last: fetches rows are what marks the slice as committed (none yet, or it would
         # have been skipped).
         tables.append(fetches_from_results(results, gen, slice_), root, "fetches")

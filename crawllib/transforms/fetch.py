@@ -39,7 +39,8 @@ ENGINE_ROBOTS = struct_of(
 
 # One engine record, "fetch" or "robots" (column ``record``). The fields the two kinds share
 # (host, fetched_at, http_status, error_kind) are one column each; a robots.txt body (text) is
-# ``robots_body`` because a page body is binary.
+# ``robots_body`` because a page body is binary. A robots record's outcome is "new" (the host
+# has no robots row yet) or "refreshed" (its row had expired).
 RESULT_SCHEMA = struct_of(
     ("record", S),
     ("url_key", L),
@@ -80,16 +81,20 @@ def _epoch(col: str) -> Column:
     return (F.unix_micros(F.col(col)) / 1_000_000).alias(col)
 
 
-def fresh_robots(robots: DataFrame) -> DataFrame:
-    """Robots rows not yet expired, in the engine's format.
+def engine_robots(robots: DataFrame) -> DataFrame:
+    """Every robots row in the engine's format; an expired one without its body.
 
-    In: the robots table. Out: ENGINE_ROBOTS columns (timestamps as epoch seconds).
+    In: the robots table. Out: ENGINE_ROBOTS columns (timestamps as epoch seconds). The engine
+    uses only rows not yet expired (`crawllib.fetch.robots_fetch.fresh_rows`); an expired row
+    still travels, small, so that the fetch can tell a host whose stored row its new
+    robots.txt replaces (outcome "refreshed") from a host with none (outcome "new").
     """
-    return robots.filter(F.col("expires_at") > F.current_timestamp()).select(
+    fresh = F.col("expires_at") > F.current_timestamp()
+    return robots.select(
         "host",
         _epoch("fetched_at"),
         "http_status",
-        "body",
+        F.when(fresh, F.col("body")).alias("body"),
         "crawl_delay",
         "sitemaps",
         _epoch("expires_at"),
@@ -100,9 +105,9 @@ def fresh_robots(robots: DataFrame) -> DataFrame:
 def fetch_inputs(slice_rows: DataFrame, robots: DataFrame) -> DataFrame:
     """The engine's input for one slice: its URLs, plus the cached robots.txt of their hosts.
 
-    In: fetchlist rows (slot, url, url_key, host, depth); robots rows as :func:`fresh_robots`
+    In: fetchlist rows (slot, url, url_key, host, depth); robots rows as :func:`engine_robots`
     gives them. Out: slot, url, url_key, host, depth, robots (struct ENGINE_ROBOTS): one row
-    per URL with robots null, and one row per host of the slice with a fresh robots row (url
+    per URL with robots null, and one row per host of the slice that has a robots row (url
     null). A robots row travels once per host rather than once per URL (it can be 500 KiB).
     """
     urls = slice_rows.select(
@@ -165,7 +170,10 @@ def partition_fetcher(cfg: Any) -> Callable[[Iterable[Row]], Iterator[tuple]]:
                 )
         if not urls:
             return
+        stored = {r["host"] for r in robots}
         for record in fetch_rows(urls, cfg, robots):
+            if record["record"] == "robots":
+                record = {**record, "outcome": "refreshed" if record["host"] in stored else "new"}
             yield result_row(record)
 
     return fetch_partition

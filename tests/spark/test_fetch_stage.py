@@ -157,3 +157,42 @@ def test_fetch_writes_tables_politely_and_reruns_fetch_nothing_twice(spark, web,
     }
     assert tables.read(spark, root, "fetches").count() == len(fetches)
     assert tables.read(spark, root, "pages").count() == pages_expected
+
+
+def test_robots_of_new_hosts_are_appended_and_an_expired_row_is_refreshed_by_merge(
+    spark, web, crawl
+):
+    root, cfg, _ = crawl
+    robots_table = DeltaTable.forPath(spark, tables.table_path(root, "robots"))
+
+    def last_operation():
+        return robots_table.history(1).collect()[0]["operation"]
+
+    fetch.run(spark, root, cfg, GEN)
+    assert last_operation() == "WRITE"  # an append: no host had a row
+    before = {r["host"]: r for r in tables.read(spark, root, "robots").collect()}
+    assert set(before) == set(web.hosts)
+
+    # One host's row expires; the generation is fetched again (its fetches forgotten).
+    stale = web.hosts[2]
+    robots_table.update(f"host = '{stale}'", {"expires_at": "timestamp'2000-01-01 00:00:00'"})
+    tables.replace_where(spark.createDataFrame([], FETCHES), root, "fetches", f"gen = {GEN}")
+    web.reset_log()
+    again = fetch.run(spark, root, cfg, GEN)
+
+    assert again["robots_fetched"] == 1
+    assert [url for url in requests(web) if url.endswith("/robots.txt")] == [
+        f"http://{stale}/robots.txt"
+    ]
+    assert last_operation() == "MERGE"
+    after = {}
+    for r in tables.read(spark, root, "robots").collect():
+        assert r["host"] not in after, f"two robots rows for {r['host']}"
+        after[r["host"]] = r
+    assert set(after) == set(web.hosts)
+    assert after[stale]["fetched_at"] > before[stale]["fetched_at"]
+    assert after[stale]["expires_at"] > after[stale]["fetched_at"]
+    assert after[stale]["body"] == REGULAR_ROBOTS
+    assert {h: r["fetched_at"] for h, r in after.items() if h != stale} == {
+        h: r["fetched_at"] for h, r in before.items() if h != stale
+    }
