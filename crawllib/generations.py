@@ -67,24 +67,32 @@ def record(
     state: str,
     started_at: dt.datetime,
     counts: dict[str, int] | None = None,
-) -> None:
-    finished = None if state == "running" else dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    then: tuple[int, str] | None = None,
+) -> dt.datetime:
+    """Append a stage run's row: ``running`` (no finish), ``done`` or ``failed`` (finished
+    now); return now, as the row has it.
+
+    then: (gen, stage) of the stage run that starts next in this process, as this one
+    finishes: its ``running`` row (started_at: this row's finished_at) is appended in the
+    same commit (one commit for two: about 0.7 s saved).
+    The commit's Delta ``userMetadata`` names its rows ("gen 3 fetch done, gen 3 parse
+    running"), so `DESCRIBE HISTORY` shows which stage runs each version recorded.
+    """
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    finished = None if state == "running" else now
     seconds = (finished - started_at).total_seconds() if finished else None
-    row = (
-        gen,
-        stage,
-        state,
-        started_at,
-        finished,
-        seconds,
-        {k: int(v) for k, v in (counts or {}).items()},
-    )
+    counts_map = {k: int(v) for k, v in (counts or {}).items()}
+    rows = [(gen, stage, state, started_at, finished, seconds, counts_map)]
+    if then:
+        rows.append((then[0], then[1], "running", now, None, None, {}))
     df = spark.createDataFrame(
-        [row],
+        rows,
         "gen int, stage string, state string, started_at timestamp, finished_at timestamp, "
         "seconds double, counts map<string,bigint>",
     )
-    tables.append(df, root, "generations")
+    note = ", ".join(f"gen {r[0]} {r[1]} {r[2]}" for r in rows)
+    tables.append(df, root, "generations", note=note)
+    return now
 
 
 def status_rows(spark: SparkSession, root: str) -> list[tuple]:

@@ -7,6 +7,7 @@ and each run is recorded in the ``generations`` table with its counts.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import importlib
 import logging
@@ -30,6 +31,17 @@ def prerequisite(gen: int, stage: str) -> tuple[int, str] | None:
     return (gen - 1, "update") if gen > 0 else None
 
 
+@dataclasses.dataclass(frozen=True)
+class Started:
+    """A stage run whose ``running`` row is already committed, with its predecessor's
+    ``done`` row (`run_generation` chains its stages so)."""
+
+    gen: int
+    stage: str
+    at: dt.datetime
+    fresh: bool
+
+
 def run_stage(
     spark: SparkSession,
     root: str,
@@ -44,36 +56,69 @@ def run_stage(
     ``states`` (``generations.stage_states``), when the caller has just read them, spares a
     read of the generations table; the dict is updated with this stage's new state.
     """
+    return _run_stage(spark, root, cfg, gen, stage, force, states)[0]
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def _run_stage(
+    spark: SparkSession,
+    root: str,
+    cfg: Any,
+    gen: int,
+    stage: str,
+    force: bool = False,
+    states: dict[tuple[int, str], str] | None = None,
+    started: Started | None = None,
+    then: str | None = None,
+) -> tuple[dict | None, Started | None]:
+    """`run_stage`, plus: ``started``, this run's running row as the previous stage's done
+    commit recorded it; ``then``, a stage of the same generation to start next, whose running
+    row goes into this stage's done commit (it is returned as the next call's ``started``).
+    """
     if stage not in generations.STAGES:
         raise ValueError(f"unknown stage {stage!r}; stages are: {', '.join(generations.STAGES)}")
     if states is None:
         states = generations.stage_states(spark, root)
     if states.get((gen, stage)) == "done" and not force:
         log.info("gen %d %s: already done, skipped", gen, stage)
-        return None
+        return None, None
     before = prerequisite(gen, stage)
     if before and states.get(before) != "done":
         raise StageOrderError(
             f"cannot run {stage} of generation {gen}: {before[1]} of generation {before[0]} is not done"
         )
     module = importlib.import_module(f"crawllib.stages.{stage}")
-    # Never started before: no table holds rows of this stage run yet, so the stage may append
-    # where a rerun has to replace. "running" is recorded before the stage writes anything.
-    fresh = (gen, stage) not in states
-    started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    generations.record(spark, root, gen, stage, "running", started)
+    if started is not None and (started.gen, started.stage) == (gen, stage):
+        at, fresh = started.at, started.fresh
+    else:
+        # Never started before: no table holds rows of this stage run yet, so the stage may
+        # append where a rerun has to replace. "running" is recorded before the stage writes.
+        at, fresh = _now(), (gen, stage) not in states
+        generations.record(spark, root, gen, stage, "running", at)
+    states[(gen, stage)] = "running"
     t0 = time.monotonic()
     log.info("gen %d %s: started", gen, stage)
     try:
         counts = module.run(spark, root, cfg, gen, fresh=fresh)
     except BaseException:
-        generations.record(spark, root, gen, stage, "failed", started)
+        generations.record(spark, root, gen, stage, "failed", at)
         states[(gen, stage)] = "failed"
         raise
-    generations.record(spark, root, gen, stage, "done", started, counts)
+    chain = bool(then) and states.get((gen, then)) != "done"
+    fresh_then = (gen, then) not in states
+    finished = generations.record(
+        spark, root, gen, stage, "done", at, counts, then=(gen, then) if chain else None
+    )
     states[(gen, stage)] = "done"
+    following = None
+    if chain:
+        following = Started(gen, then, finished, fresh_then)
+        states[(gen, then)] = "running"
     log.info("gen %d %s: done in %.1fs %s", gen, stage, time.monotonic() - t0, counts)
-    return counts
+    return counts, following
 
 
 def due_gen(states: dict[tuple[int, str], str], stage: str) -> int:
@@ -120,13 +165,18 @@ def run_generation(
 
     The generations table is read once (or not at all when ``states`` is given): this
     process is the one running the generation's stages, so it tracks their states itself.
+    A stage's ``done`` row and the next stage's ``running`` row are one commit.
     """
     if states is None:
         states = generations.stage_states(spark, root)
     if gen is None:
         gen = generations.next_gen(states)
+    started = None
     for i, stage in enumerate(generations.STAGES, start=1):
-        counts = run_stage(spark, root, cfg, gen, stage, states=states)
+        then = generations.STAGES[i] if i < len(generations.STAGES) else None
+        counts, started = _run_stage(
+            spark, root, cfg, gen, stage, states=states, started=started, then=then
+        )
         figures = {k: v for k, v in (counts or {}).items() if k in _SHOWN}
         progress.report(f"gen {gen}", i, len(generations.STAGES), **figures)
     return gen
@@ -166,8 +216,10 @@ def run_crawl(
             "seeds: %d valid, %d new, %d invalid", report.valid, report.added, len(report.rejected)
         )
     ran = []
+    # Read once: from here on this process is the one recording stage runs, and
+    # run_generation keeps the dict up to date.
+    states = generations.stage_states(spark, root)
     while True:
-        states = generations.stage_states(spark, root)
         gen = generations.next_gen(states)
         if gen >= generations_wanted:
             break

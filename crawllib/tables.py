@@ -93,11 +93,20 @@ def _conform(df: DataFrame, name: str) -> DataFrame:
     return df.selectExpr(*_CONFORM[name])
 
 
-def append(df: DataFrame, root: str, name: str, txn: tuple[str, int] | None = None) -> None:
-    """Append rows. With txn=(app_id, version) Delta skips a write it has already committed."""
+def append(
+    df: DataFrame,
+    root: str,
+    name: str,
+    txn: tuple[str, int] | None = None,
+    note: str | None = None,
+) -> None:
+    """Append rows. With txn=(app_id, version) Delta skips a write it has already committed;
+    note becomes the commit's userMetadata (shown by DESCRIBE HISTORY)."""
     writer = _conform(df, name).write.format("delta").mode("append")
     if txn:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
+    if note:
+        writer = writer.option("userMetadata", note)
     writer.save(table_path(root, name))
 
 

@@ -52,15 +52,14 @@ def crawl_cmd(root, seeds, config_file):
 
 
 def stage_starts(root, stage):
-    """How many times stage has started: its 'running' rows, read from the Delta log."""
+    """How many times stage has started: the commits that record its 'running' row, as
+    their Delta userMetadata names them ("gen 0 fetch done, gen 0 parse running")."""
     n = 0
     for path in glob.glob(os.path.join(root, "generations", "_delta_log", "*.json")):
         with open(path) as fh:
             for line in fh:
-                add = json.loads(line).get("add")
-                if add and add.get("stats"):
-                    low = json.loads(add["stats"]).get("minValues", {})
-                    n += low.get("stage") == stage and low.get("state") == "running"
+                note = (json.loads(line).get("commitInfo") or {}).get("userMetadata") or ""
+                n += f" {stage} running" in note
     return n
 
 

@@ -10,8 +10,10 @@ import collections
 from urllib.parse import urlsplit
 
 import pytest
+from delta.tables import DeltaTable
 
 from crawllib import pipeline, tables
+from crawllib.generations import STAGES
 from crawllib.testing import canonical_url, is_private_host
 from crawllib.urls import normalize_url
 from tests.e2e.conftest import DELAY, GENERATIONS, MAX_DEPTH
@@ -50,6 +52,35 @@ def test_crawl_runs_until_nothing_is_left(spark, crawl):
         "SELECT count(*) AS n FROM crawldb WHERE status IN ('queued', 'failed')",
     )
     assert len(crawl["ran"]) == GENERATIONS or left[0]["n"] == 0
+
+
+def test_each_generation_records_its_stage_runs_in_five_commits(spark, crawl):
+    # A stage's done row and the next stage's running row share a commit, named in its
+    # userMetadata; the rows themselves say the same.
+    history = (
+        DeltaTable.forPath(spark, tables.table_path(crawl["root"], "generations"))
+        .history()
+        .select("version", "userMetadata")
+        .collect()
+    )
+    notes = [r["userMetadata"] for r in sorted(history, key=lambda r: r["version"])]
+    assert [n for n in notes if n and n.startswith("gen 0 ")] == [
+        "gen 0 plan running",
+        "gen 0 plan done, gen 0 fetch running",
+        "gen 0 fetch done, gen 0 parse running",
+        "gen 0 parse done, gen 0 update running",
+        "gen 0 update done",
+    ]
+    rows = tables.read(spark, crawl["root"], "generations").where("gen = 0").collect()
+    by_state = collections.Counter((r["stage"], r["state"]) for r in rows)
+    assert by_state == {(s, st): 1 for s in STAGES for st in ("running", "done")}
+    done = {r["stage"]: r for r in rows if r["state"] == "done"}
+    running = {r["stage"]: r for r in rows if r["state"] == "running"}
+    for stage in STAGES:
+        assert done[stage]["started_at"] == running[stage]["started_at"]
+        assert done[stage]["seconds"] > 0
+    for before, after in zip(STAGES, STAGES[1:], strict=False):
+        assert running[after]["started_at"] == done[before]["finished_at"]
 
 
 def test_every_expected_page_is_fetched_exactly_once(spark, crawl):
