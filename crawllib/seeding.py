@@ -133,8 +133,12 @@ def seed(spark: SparkSession, root: str, path: str, cfg: Any, gen: int) -> SeedR
         now.alias("discovered_at"),
     )
     # Frontier first, crawldb second: a crash in between leaves URLs that a rerun seeds again,
-    # and the MERGE on (gen, url_key) keeps the frontier free of doubles.
-    tables.merge(spark, frontier, root, "frontier", keys=["gen", "url_key"])
+    # and the anti-join on the frontier rows of gen keeps them from being queued twice. Two
+    # appends, not MERGEs (a MERGE costs about three appends): the URLs are new to crawldb,
+    # and the frontier gets only what it does not hold (a URL a link already queued keeps
+    # its link row).
+    queued = tables.read(spark, root, "frontier").where(F.col("gen") == gen).select("url_key")
+    tables.append(frontier.join(queued, on="url_key", how="left_anti"), root, "frontier")
     crawldb = new.select(
         "url_key",
         "url",
@@ -151,6 +155,6 @@ def seed(spark: SparkSession, root: str, path: str, cfg: Any, gen: int) -> SeedR
         F.lit(None).cast("string").alias("content_hash"),
         now.alias("updated_at"),
     )
-    tables.merge(spark, crawldb, root, "crawldb", keys=["url_key"])
+    tables.append(crawldb, root, "crawldb")
     new.unpersist()
     return report

@@ -93,6 +93,33 @@ def test_seed_normalises_dedups_and_names_invalid_lines(root, tmp_path, capsys):
     assert capsys.readouterr().out.splitlines() == ["status,n", "queued,3"]
 
 
+def test_seeding_appends_and_a_rerun_after_a_crash_between_its_writes_adds_no_double(
+    spark, root, tmp_path, capsys
+):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(SEEDS)
+    assert crawl("seed", root, str(seeds)) == 0
+    for name in ("frontier", "crawldb"):
+        last = DeltaTable.forPath(spark, tables.table_path(root, name)).history(1).collect()[0]
+        assert (last["operation"], last["operationParameters"]["mode"]) == ("WRITE", "Append")
+    # A crash after the frontier write: crawldb lacks the seeds, the frontier holds them.
+    DeltaTable.forPath(spark, tables.table_path(root, "crawldb")).delete()
+    capsys.readouterr()
+    assert crawl("seed", root, str(seeds)) == 0
+    assert "3 new" in capsys.readouterr().out
+    assert [r["url"] for r in frontier_json(root, capsys)] == [
+        "http://blog.site3.net/2026/11/post.html",
+        "http://site1.com/b/?a=2&z=1",
+        "https://www.site2.org/",
+    ]
+    crawldb = tables.read(spark, root, "crawldb").collect()
+    assert sorted((r["url"], r["status"], r["next_gen"]) for r in crawldb) == [
+        ("http://blog.site3.net/2026/11/post.html", "queued", 0),
+        ("http://site1.com/b/?a=2&z=1", "queued", 0),
+        ("https://www.site2.org/", "queued", 0),
+    ]
+
+
 def test_seed_from_csv_and_parquet(spark, root, tmp_path, capsys):
     csv = tmp_path / "seeds.csv"
     csv.write_text("url,label\nhttp://a.site4.com/x,ok\nftp://a.site4.com/,bad\n")
