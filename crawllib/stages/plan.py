@@ -8,8 +8,8 @@ The chosen URLs are the fetchlist of gen N. Chosen known URLs are not changed: f
 will.
 
 Idempotency. Writes: fetchlist first (replaceWhere gen = N; an append on the first run),
-crawldb MERGE last, so a crash before the MERGE leaves crawldb as it was and a rerun starts
-from the same inputs. After a complete run, a rerun sees: no new URLs (all now in crawldb),
+crawldb last in one commit (a MERGE; an append when every change is a new URL), so a crash
+before it leaves crawldb as it was and a rerun starts from the same inputs. After a complete run, a rerun sees: no new URLs (all now in crawldb),
 the chosen URLs (queued, next_gen <= N, last_gen untouched), and not the ones it filtered or
 deferred (filtered, or next_gen = N + 1). Because every ranking (budgets, cap) is by the total order (depth, url_key),
 a chosen URL's rank among this subset is at most its rank among the first run's candidates and
@@ -62,12 +62,18 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int, fresh: bool = False)
         row = (
             count_decisions(decided, cfg)
             .crossJoin(busiest_slot(decided, cfg))
-            .crossJoin(decided.agg(F.count_if(is_changed()).alias("_changes")))
+            .crossJoin(
+                decided.agg(
+                    F.count_if(is_changed()).alias("_changes"),
+                    F.count_if(is_changed() & ~F.col("is_new")).alias("_known_changes"),
+                )
+            )
             .first()
         )
         counts = {k: int(v) for k, v in row.asDict().items()}
         busiest = counts.pop("urls")
         changes = counts.pop("_changes")
+        known_changes = counts.pop("_known_changes")
         # Each slice costs a few commits: a small or short generation gets fewer, fuller slices.
         slices = slice_count(counts["planned"], busiest, cfg)
         fetchlist = to_fetchlist(decided, config.replace(cfg, storage__fetch_slices=slices), gen)
@@ -75,7 +81,11 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int, fresh: bool = False)
         counts["slices"] = min(slices, busiest)
         log.info("plan gen %d: %s", gen, counts)
         tables.replace_where(fetchlist, root, "fetchlist", f"gen = {gen}", fresh)
-        if changes:  # none when every candidate is a known URL chosen as is (seeds, reruns)
+        if changes and not known_changes:
+            # Every change is a new URL, absent from the crawldb version read above: an
+            # append (0.6 s, whatever crawldb's size) instead of a MERGE that scans crawldb.
+            tables.append(crawldb_changes(decided, gen), root, "crawldb")
+        elif changes:  # none when every candidate is a known URL chosen as is (seeds, reruns)
             tables.merge(
                 spark,
                 crawldb_changes(decided, gen),

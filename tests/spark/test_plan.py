@@ -410,3 +410,29 @@ def test_a_stage_appends_on_its_first_run_and_replaces_on_a_rerun(spark, planned
     pipeline.run_stage(spark, root, cfg, 0, "plan")
     assert last_write() == ("WRITE", "Overwrite")
     assert fetchlist() == planned
+
+
+def test_plan_appends_new_urls_to_crawldb_and_merges_when_a_known_url_changes(spark, planned_root):
+    root, cfg, p, c = planned_root
+
+    def last_crawldb_write():
+        h = DeltaTable.forPath(spark, tables.table_path(root, "crawldb")).history(1).first()
+        return h["operation"], h["operationParameters"].get("mode")
+
+    plan_stage.run(spark, root, cfg, 0)
+    # gen 0 inserts, filters and defers new URLs only: one append
+    assert last_crawldb_write() == ("WRITE", "Append")
+    assert by_url(spark, root)[p[1]] == ("queued", "link", 1, 0, 1)
+    fetched = tables.read(spark, root, "crawldb").where(F.col("next_gen") == 0)
+    update = {"status": "'fetched'", "last_gen": "0", "next_gen": "NULL"}
+    tables.merge(spark, fetched, root, "crawldb", keys=["url_key"], update=update, insert=False)
+    # gen 1: a new URL of a.test ranks first (depth 0), so the known p[1] is past a.test's
+    # budget of 3 (2 attempted): a known row changes, which takes the MERGE
+    add_frontier(spark, root, 1, [("http://a.test/q", 0, "http://a.test/")])
+    counts = plan_stage.run(spark, root, cfg, 1)
+    assert (counts["planned"], counts["filtered_budget"]) == (2, 1)
+    assert last_crawldb_write() == ("MERGE", None)
+    rows = by_url(spark, root)
+    assert rows[p[1]] == ("filtered", "budget", 1, 0, None)
+    assert rows["http://a.test/q"] == ("queued", "link", 0, 1, 1)
+    assert len(rows) == 12 and tables.read(spark, root, "crawldb").count() == 12
