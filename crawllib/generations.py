@@ -1,8 +1,9 @@
 """Which generation is where: the ``generations`` table (one row per stage run and state).
 
 A stage run appends a ``running`` row when it starts and a ``done`` (with counts) or ``failed``
-row when it ends; the latest row of a (gen, stage) is its state. Counts go here, not into Spark
-accumulators, so a retried task never counts twice.
+row when it ends; the latest row of a (gen, stage) is its state. When one process runs stage
+after stage, a ``done`` row and the next stage's ``running`` row are one commit (`record`'s
+``then``). Counts go here, not into Spark accumulators, so a retried task never counts twice.
 """
 
 from __future__ import annotations
