@@ -59,10 +59,6 @@ def run_stage(
     return _run_stage(spark, root, cfg, gen, stage, force, states)[0]
 
 
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
-
-
 def _run_stage(
     spark: SparkSession,
     root: str,
@@ -96,7 +92,7 @@ def _run_stage(
     else:
         # Never started before: no table holds rows of this stage run yet, so the stage may
         # append where a rerun has to replace. "running" is recorded before the stage writes.
-        at, fresh = _now(), (gen, stage) not in states
+        at, fresh = dt.datetime.now(dt.UTC).replace(tzinfo=None), (gen, stage) not in states
         generations.record(spark, root, gen, stage, "running", at)
     states[(gen, stage)] = "running"
     t0 = time.monotonic()
@@ -108,14 +104,13 @@ def _run_stage(
         states[(gen, stage)] = "failed"
         raise
     chain = bool(then) and states.get((gen, then)) != "done"
-    fresh_then = (gen, then) not in states
     finished = generations.record(
         spark, root, gen, stage, "done", at, counts, then=(gen, then) if chain else None
     )
     states[(gen, stage)] = "done"
     following = None
     if chain:
-        following = Started(gen, then, finished, fresh_then)
+        following = Started(gen, then, finished, (gen, then) not in states)
         states[(gen, then)] = "running"
     log.info("gen %d %s: done in %.1fs %s", gen, stage, time.monotonic() - t0, counts)
     return counts, following

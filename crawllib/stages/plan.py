@@ -9,13 +9,14 @@ will.
 
 Idempotency. Writes: fetchlist first (replaceWhere gen = N; an append on the first run),
 crawldb last in one commit (a MERGE; an append when every change is a new URL), so a crash
-before it leaves crawldb as it was and a rerun starts from the same inputs. After a complete run, a rerun sees: no new URLs (all now in crawldb),
-the chosen URLs (queued, next_gen <= N, last_gen untouched), and not the ones it filtered or
-deferred (filtered, or next_gen = N + 1). Because every ranking (budgets, cap) is by the total order (depth, url_key),
-a chosen URL's rank among this subset is at most its rank among the first run's candidates and
-the attempted counts behind the budgets are unchanged (plan never sets last_gen); so the rerun
-chooses exactly the same URLs, writes the same fetchlist and skips the MERGE: it has nothing
-to change. Its counts describe what it saw (candidates = planned), not the first run's.
+before it leaves crawldb as it was and a rerun starts from the same inputs. After a complete
+run, a rerun sees: no new URLs (all now in crawldb), the chosen URLs (queued, next_gen <= N,
+last_gen untouched), and not the ones it filtered or deferred (filtered, or next_gen = N + 1).
+Because every ranking (budgets, cap) is by the total order (depth, url_key), a chosen URL's
+rank among this subset is at most its rank among the first run's candidates and the attempted
+counts behind the budgets are unchanged (plan never sets last_gen); so the rerun chooses
+exactly the same URLs, writes the same fetchlist and skips the MERGE: it has nothing to change.
+Its counts describe what it saw (candidates = planned), not the first run's.
 """
 
 from __future__ import annotations
