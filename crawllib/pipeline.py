@@ -34,12 +34,13 @@ def prerequisite(gen: int, stage: str) -> tuple[int, str] | None:
 @dataclasses.dataclass(frozen=True)
 class Started:
     """A stage run whose ``running`` row is already committed, with its predecessor's
-    ``done`` row (`run_generation` chains its stages so)."""
+    ``done`` row (`run_generation` chains its stages so), and that predecessor's counts."""
 
     gen: int
     stage: str
     at: dt.datetime
     fresh: bool
+    before: dict[str, int] | None = None
 
 
 def run_stage(
@@ -87,8 +88,11 @@ def _run_stage(
             f"cannot run {stage} of generation {gen}: {before[1]} of generation {before[0]} is not done"
         )
     module = importlib.import_module(f"crawllib.stages.{stage}")
+    extra: dict[str, Any] = {}
     if started is not None and (started.gen, started.stage) == (gen, stage):
         at, fresh = started.at, started.fresh
+        if stage == "fetch":  # plan's counts spare fetch a query of the fetchlist
+            extra["plan"] = started.before
     else:
         # Never started before: no table holds rows of this stage run yet, so the stage may
         # append where a rerun has to replace. "running" is recorded before the stage writes.
@@ -98,7 +102,7 @@ def _run_stage(
     t0 = time.monotonic()
     log.info("gen %d %s: started", gen, stage)
     try:
-        counts = module.run(spark, root, cfg, gen, fresh=fresh)
+        counts = module.run(spark, root, cfg, gen, fresh=fresh, **extra)
     except BaseException:
         generations.record(spark, root, gen, stage, "failed", at)
         states[(gen, stage)] = "failed"
@@ -110,7 +114,7 @@ def _run_stage(
     states[(gen, stage)] = "done"
     following = None
     if chain:
-        following = Started(gen, then, finished, (gen, then) not in states)
+        following = Started(gen, then, finished, (gen, then) not in states, counts)
         states[(gen, then)] = "running"
     log.info("gen %d %s: done in %.1fs %s", gen, stage, time.monotonic() - t0, counts)
     return counts, following

@@ -14,6 +14,7 @@ from crawllib.config import replace
 from crawllib.pipeline import pending_urls
 from crawllib.schemas import CRAWLDB, FRONTIER
 from crawllib.seeding import seed
+from crawllib.stages import fetch as fetch_stage
 from crawllib.stages import plan as plan_stage
 from crawllib.transforms.plan import (
     apply_budgets,
@@ -436,3 +437,36 @@ def test_plan_appends_new_urls_to_crawldb_and_merges_when_a_known_url_changes(sp
     assert rows[p[1]] == ("filtered", "budget", 1, 0, None)
     assert rows["http://a.test/q"] == ("queued", "link", 0, 1, 1)
     assert len(rows) == 12 and tables.read(spark, root, "crawldb").count() == 12
+
+
+@pytest.mark.parametrize(("fetch_slices", "expected"), [(3, 3), (8, 7)])
+def test_plan_counts_list_the_slices_fetch_would_query(
+    spark, spark_cfg, tmp_path, fetch_slices, expected
+):
+    """A chained fetch takes its slices from plan's counts instead of querying the fetchlist:
+    both must name the same slices and URLs (8 slices asked, 7 made: the busiest host has 7)."""
+    root = str(tmp_path / "crawl")
+    tables.init_tables(spark, root)
+    cfg = replace(
+        spark_cfg,
+        storage__fetch_slices=fetch_slices,
+        storage__min_slice_urls=1,
+        storage__min_slice_seconds=0.0,
+    )
+    urls = [f"http://a.test/{i}" for i in range(7)] + [f"http://b.test/{i}" for i in range(3)]
+    add_frontier(spark, root, 0, [(u, 1, "http://a.test/") for u in [*urls, "http://c.test/"]])
+    counts = plan_stage.run(spark, root, cfg, 0, fresh=True)
+    fetchlist = tables.read(spark, root, "fetchlist").where(F.col("gen") == 0)
+    queried = fetch_stage.stored_slices(spark, root, 0, fetchlist, fresh=True)
+    planned = fetch_stage.planned_slices(counts)
+    assert planned.slices == queried.slices == expected
+    assert planned.urls == planned.urls_todo == queried.urls == queried.urls_todo == 11
+    assert (
+        [s.slice for s in planned.todo] == [s.slice for s in queried.todo] == list(range(expected))
+    )
+    # planned slots: the planned hosts, an upper bound of each slice's slots
+    assert all(
+        p.slots >= q.slots and not p.has_pages
+        for p, q in zip(planned.todo, queried.todo, strict=True)
+    )
+    assert queried.todo[0].slots == 3
