@@ -7,17 +7,21 @@ or MERGE with a deduplicated source.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import TypeVar
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.util import inheritable_thread_target
 
 from crawllib.schemas import TABLES
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def normalize_root(root: str) -> str:
@@ -52,8 +56,7 @@ def init_tables(spark: SparkSession, root: str) -> list[str]:
         builder.execute()
         return True
 
-    with ThreadPoolExecutor(max_workers=len(TABLES)) as pool:
-        made = list(pool.map(create, TABLES))
+    made = in_parallel(spark, *[functools.partial(create, name) for name in TABLES])
     return [name for name, new in zip(TABLES, made, strict=True) if new]
 
 
@@ -127,6 +130,20 @@ def replace_where(df: DataFrame, root: str, name: str, condition: str, fresh: bo
         .option("replaceWhere", condition)
         .save(table_path(root, name))
     )
+
+
+def in_parallel(spark: SparkSession, *actions: Callable[[], T]) -> list[T]:
+    """Run Spark actions (writes to different tables, say) from driver threads at once; their
+    results in order. The first failure is raised once all have ended.
+
+    Worth it for short jobs: most of a small write is commits and scheduling on the driver,
+    which overlap. The threads inherit the caller's job group and properties.
+    """
+    with ThreadPoolExecutor(max_workers=len(actions)) as pool:
+        inherit = inheritable_thread_target(spark)
+        futures = [pool.submit(inherit(action)) for action in actions]
+        wait(futures)
+        return [future.result() for future in futures]
 
 
 def merge(

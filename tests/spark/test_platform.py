@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 from delta.tables import DeltaTable
@@ -58,6 +60,36 @@ def test_init_creates_every_table_idempotently(spark, root, capsys):
     assert crawl("init", root) == 0
     assert "already initialised" in capsys.readouterr().out
     assert DeltaTable.forPath(spark, tables.table_path(root, "frontier")).history().count() == 1
+
+
+def test_in_parallel_runs_actions_at_once_and_raises_the_first_failure_after_all_end(spark):
+    sc = spark.sparkContext
+    sc.setLocalProperty("crawllib.test", "inherited")
+    both_started = threading.Barrier(2, timeout=60)  # passes only if the two run at once
+
+    def count(n):
+        both_started.wait()
+        return spark.range(n).count(), sc.getLocalProperty("crawllib.test")
+
+    try:
+        assert tables.in_parallel(spark, lambda: count(3), lambda: count(5)) == [
+            (3, "inherited"),
+            (5, "inherited"),
+        ]
+    finally:
+        sc.setLocalProperty("crawllib.test", None)
+    finished = []
+
+    def slow():
+        time.sleep(0.5)
+        finished.append(spark.range(2).count())
+
+    def bad():
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        tables.in_parallel(spark, bad, slow)
+    assert finished == [2]  # the failure waited for the other action
 
 
 def test_seed_normalises_dedups_and_names_invalid_lines(root, tmp_path, capsys):
