@@ -7,11 +7,13 @@ filtered with reason depth/extension/length/budget); known URLs past a budget be
 The chosen URLs are the fetchlist of gen N. Chosen known URLs are not changed: fetch and update
 will.
 
-Idempotency. Writes: fetchlist first (replaceWhere gen = N; an append on the first run),
-crawldb last in one commit (a MERGE; an append when every change is a new URL), so a crash
-before it leaves crawldb as it was and a rerun starts from the same inputs. After a complete
-run, a rerun sees: no new URLs (all now in crawldb), the chosen URLs (queued, next_gen <= N,
-last_gen untouched), and not the ones it filtered or deferred (filtered, or next_gen = N + 1).
+Idempotency. Two writes, made at once from two driver threads (their commits overlap): the
+fetchlist (replaceWhere gen = N; an append on the first run) and crawldb's changes in one
+commit (a MERGE; an append when every change is a new URL). The fetchlist is no input of
+plan, so whichever of the two a crash leaves out, the rerun is right: without the crawldb
+commit it starts from the same inputs; with it, it sees what a rerun after a complete run
+sees: no new URLs (all now in crawldb), the chosen URLs (queued, next_gen <= N, last_gen
+untouched), and not the ones it filtered or deferred (filtered, or next_gen = N + 1).
 Because every ranking (budgets, cap) is by the total order (depth, url_key), a chosen URL's
 rank among this subset is at most its rank among the first run's candidates and the attempted
 counts behind the budgets are unchanged (plan never sets last_gen); so the rerun chooses
@@ -81,21 +83,31 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int, fresh: bool = False)
         # Slots are dealt round-robin over the slices: the busiest one fills min(slices, busiest).
         counts["slices"] = min(slices, busiest)
         log.info("plan gen %d: %s", gen, counts)
-        tables.replace_where(fetchlist, root, "fetchlist", f"gen = {gen}", fresh)
-        if changes and not known_changes:
-            # Every change is a new URL, absent from the crawldb version read above: an
-            # append (0.6 s, whatever crawldb's size) instead of a MERGE that scans crawldb.
-            tables.append(crawldb_changes(decided, gen), root, "crawldb")
-        elif changes:  # none when every candidate is a known URL chosen as is (seeds, reruns)
-            tables.merge(
-                spark,
-                crawldb_changes(decided, gen),
-                root,
-                "crawldb",
-                keys=["url_key"],
-                update=_MERGE_UPDATE,
-                update_condition=_MERGE_GUARD,
-            )
+
+        def write_fetchlist() -> None:
+            tables.replace_where(fetchlist, root, "fetchlist", f"gen = {gen}", fresh)
+
+        def write_crawldb() -> None:
+            if changes and not known_changes:
+                # Every change is a new URL, absent from the crawldb version read above: an
+                # append (0.6 s, whatever crawldb's size) instead of a MERGE that scans crawldb.
+                tables.append(crawldb_changes(decided, gen), root, "crawldb")
+            else:
+                tables.merge(
+                    spark,
+                    crawldb_changes(decided, gen),
+                    root,
+                    "crawldb",
+                    keys=["url_key"],
+                    update=_MERGE_UPDATE,
+                    update_condition=_MERGE_GUARD,
+                )
+
+        # No crawldb write when every candidate is a known URL chosen as is (seeds, reruns).
+        if changes:  # both at once: their commits overlap
+            tables.in_parallel(spark, write_fetchlist, write_crawldb)
+        else:
+            write_fetchlist()
     finally:
         decided.unpersist()
     return counts

@@ -439,6 +439,29 @@ def test_plan_appends_new_urls_to_crawldb_and_merges_when_a_known_url_changes(sp
     assert len(rows) == 12 and tables.read(spark, root, "crawldb").count() == 12
 
 
+def test_plan_rerun_is_right_whichever_of_its_two_writes_a_crash_left_out(spark, planned_root):
+    """plan writes fetchlist and crawldb at once: a crash may leave either one out."""
+    root, cfg, _p, _c = planned_root
+    crawldb = DeltaTable.forPath(spark, tables.table_path(root, "crawldb"))
+    before = crawldb.history(1).first()["version"]
+    plan_stage.run(spark, root, cfg, 0, fresh=True)
+    planned, decided = snapshot(spark, root, "fetchlist"), by_url(spark, root)
+    assert planned and len(decided) == 11
+    # crawldb committed, the fetchlist not
+    empty = tables.read(spark, root, "fetchlist").limit(0)
+    tables.replace_where(empty, root, "fetchlist", "gen = 0")
+    assert snapshot(spark, root, "fetchlist") == []
+    plan_stage.run(spark, root, cfg, 0)
+    assert snapshot(spark, root, "fetchlist") == planned
+    assert by_url(spark, root) == decided
+    # the fetchlist committed, crawldb not
+    crawldb.restoreToVersion(before)
+    assert len(by_url(spark, root)) == 2  # the seeds
+    plan_stage.run(spark, root, cfg, 0)
+    assert snapshot(spark, root, "fetchlist") == planned
+    assert by_url(spark, root) == decided
+
+
 @pytest.mark.parametrize(("fetch_slices", "expected"), [(3, 3), (8, 7)])
 def test_plan_counts_list_the_slices_fetch_would_query(
     spark, spark_cfg, tmp_path, fetch_slices, expected
