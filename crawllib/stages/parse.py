@@ -76,7 +76,10 @@ def _write_texts(
         mark_near_duplicates, prior, cfg.parse.near_dup_distance, cfg.parse.min_text_chars
     ).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        tables.replace_where(texts, root, "texts", f"gen = {gen}", fresh)
+        # Counted before the write, which then reads the cache the count filled. Not after:
+        # texts' plan reads the texts table (prior), so once the write commits a new version
+        # the cached plan no longer matches and the count reran every duplicate join (~30
+        # stages, 3-4 s).
         row = texts.agg(
             F.count(F.lit(1)).alias("pages"),
             F.count_if(F.col("text_chars") > 0).alias("texts"),
@@ -84,6 +87,7 @@ def _write_texts(
             F.count_if(F.col("duplicate_kind") == "exact").alias("exact_duplicates"),
             F.count_if(F.col("duplicate_kind") == "near").alias("near_duplicates"),
         ).first()
+        tables.replace_where(texts, root, "texts", f"gen = {gen}", fresh)
     finally:
         texts.unpersist()
         exact.unpersist()
