@@ -4,11 +4,11 @@ A slice (a group of slots, ``fetchlist.slice``) is committed once ``fetches`` ho
 per slice the stage fetches, persists the results (so the network is hit once), then appends
 pages and, from a second driver thread at the same time, writes robots (appended for hosts new
 to the table, MERGEd by host when an expired row is refreshed), and last appends fetches: one
-commit each, so a slice is in fetches whole or not at all. A rerun skips committed slices; a crash loses at most the slice in flight, and its
-rerun reuses the robots.txt already written and replaces (replaceWhere gen/slice) the pages
-the crashed run left of that slice. Appends, not a replaceWhere every time: a
-replaceWhere costs 1.8 s against 0.56 s for an append (it rebuilds the table's snapshot to find
-the files it replaces), twice per slice.
+commit each, so a slice is in fetches whole or not at all. A rerun skips committed slices; a
+crash loses at most the slice in flight, and its rerun reuses the robots.txt already written
+and replaces (replaceWhere gen/slice) the pages the crashed run left of that slice. Appends,
+not a replaceWhere every time: a replaceWhere costs 1.8 s against 0.56 s for an append (it
+rebuilds the table's snapshot to find the files it replaces), twice per slice.
 """
 
 from __future__ import annotations

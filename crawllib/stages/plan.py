@@ -57,8 +57,10 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int, fresh: bool = False)
     """
     frontier = tables.read(spark, root, "frontier").where(F.col("gen") == gen)
     crawldb = tables.read(spark, root, "crawldb")
-    # Cached for speed only: every use below runs before the crawldb MERGE commits, so a
-    # recomputation would read the same crawldb version.
+    # Cached for speed only. A Delta DataFrame reads the table's latest version at each
+    # action: the counts run before any write, and should the fetchlist write (another
+    # thread) start after the crawldb commit, its recomputation from the new version chooses
+    # the same URLs (Idempotency, above).
     decided = plan_decisions(frontier, crawldb, cfg, gen).persist()
     try:
         # One action for the three one-row aggregates.
