@@ -18,12 +18,14 @@ from pyspark.sql import functions as F
 
 from crawllib import tables
 from crawllib.transforms.parse import (
+    MARK_COLUMNS,
     extract_pages,
     links_table,
     mark_exact_duplicates,
     mark_near_duplicates,
     next_frontier,
     texts_of,
+    with_duplicate_marks,
 )
 
 log = logging.getLogger(__name__)
@@ -66,18 +68,28 @@ def _write_texts(
 ) -> dict[str, int]:
     """texts of gen, duplicates marked against earlier generations only; their counts."""
     prior = tables.read(spark, root, "texts").where(F.col("gen") < gen)
+    # Marked on MARK_COLUMNS only, then joined back to the extracted rows: the text never
+    # goes through the duplicate joins or a cache of its own (a cache of 10,000-row column
+    # batches of page texts ran a 1 GiB driver out of heap at 60,000 pages).
     # Near-duplicate marking reads its input three times; keep the exact pass from rerunning.
     exact = (
         texts_of(extracted)
+        .select(*MARK_COLUMNS)
         .transform(mark_exact_duplicates, prior)
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    texts = exact.transform(
-        mark_near_duplicates, prior, cfg.parse.near_dup_distance, cfg.parse.min_text_chars
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    marks = (
+        exact.transform(
+            mark_near_duplicates, prior, cfg.parse.near_dup_distance, cfg.parse.min_text_chars
+        )
+        .where(F.col("duplicate_of").isNotNull())
+        .select("url_key", "duplicate_of", "duplicate_kind")
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    texts = with_duplicate_marks(texts_of(extracted), marks)
     try:
-        # Counted before the write, which then reads the cache the count filled. Not after:
-        # texts' plan reads the texts table (prior), so once the write commits a new version
+        # Counted before the write, which then reads the marks the count cached. Not after:
+        # their plan reads the texts table (prior), so once the write commits a new version
         # the cached plan no longer matches and the count reran every duplicate join (~30
         # stages, 3-4 s).
         row = texts.agg(
@@ -89,7 +101,7 @@ def _write_texts(
         ).first()
         tables.replace_where(texts, root, "texts", f"gen = {gen}", fresh)
     finally:
-        texts.unpersist()
+        marks.unpersist()
         exact.unpersist()
     return {name: int(row[name] or 0) for name in row.asDict()}
 

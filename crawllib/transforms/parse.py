@@ -97,8 +97,23 @@ def texts_of(extracted: DataFrame) -> DataFrame:
     )
 
 
-def _first_copy_marks(texts: DataFrame, first: Column, kind: str) -> DataFrame:
-    """Set duplicate_of / duplicate_kind from ``first`` (struct gen, url_key) where empty."""
+# What duplicate marking reads of a text (never the text itself): marking a generation's texts
+# on these columns keeps its shuffles and caches narrow, whatever the pages' size.
+MARK_COLUMNS = (
+    "gen",
+    "url_key",
+    "content_hash",
+    "simhash",
+    "text_chars",
+    "error",
+    "duplicate_of",
+    "duplicate_kind",
+)
+
+
+def _first_copy_marks(joined: DataFrame, first: Column, kind: str, columns: list[str]) -> DataFrame:
+    """Set duplicate_of / duplicate_kind from ``first`` (struct gen, url_key) where empty;
+    keep ``columns`` (the marked DataFrame's own), in their order."""
     is_dup = (
         F.col("duplicate_of").isNull() & first.isNotNull() & (first["url_key"] != F.col("url_key"))
     )
@@ -106,7 +121,7 @@ def _first_copy_marks(texts: DataFrame, first: Column, kind: str) -> DataFrame:
         "duplicate_of": F.when(is_dup, first["url_key"]).otherwise(F.col("duplicate_of")),
         "duplicate_kind": F.when(is_dup, F.lit(kind)).otherwise(F.col("duplicate_kind")),
     }
-    return texts.select(*[marked.get(name, F.col(name)).alias(name) for name in TEXTS.fieldNames()])
+    return joined.select(*[marked.get(name, F.col(name)).alias(name) for name in columns])
 
 
 def _has_text(texts: DataFrame) -> DataFrame:
@@ -118,8 +133,9 @@ def _has_text(texts: DataFrame) -> DataFrame:
 def mark_exact_duplicates(texts_new: DataFrame, texts_prior: DataFrame) -> DataFrame:
     """Mark texts whose extracted text an earlier page already has, exactly.
 
-    In: texts_new (texts columns, one generation) and texts_prior (gen, url_key,
-    content_hash, text_chars, error of earlier generations). Out: texts_new's columns, with
+    In: texts_new (texts columns, or at least MARK_COLUMNS; one generation) and texts_prior
+    (gen, url_key, content_hash, text_chars, error of earlier generations). Out: texts_new's
+    columns, with
     duplicate_of = url_key of the first copy and duplicate_kind = "exact" (rows already
     marked are kept). Errors and empty texts are never duplicates.
     """
@@ -132,7 +148,7 @@ def mark_exact_duplicates(texts_new: DataFrame, texts_prior: DataFrame) -> DataF
         F.min(F.struct("gen", "url_key")).alias("first_copy")
     )
     joined = texts_new.join(firsts, on="content_hash", how="left")
-    return _first_copy_marks(joined, F.col("first_copy"), "exact")
+    return _first_copy_marks(joined, F.col("first_copy"), "exact", texts_new.columns)
 
 
 def lsh_band_columns(k: int, simhash: str = "simhash") -> Column:
@@ -165,8 +181,8 @@ def mark_near_duplicates(
 ) -> DataFrame:
     """Mark texts within SimHash Hamming distance k of an earlier page's text.
 
-    In: texts_new (texts columns), texts_prior (gen, url_key, simhash, text_chars, error of
-    earlier generations), k and the shortest text that takes part (shorter ones, errors and
+    In: texts_new (texts columns, or at least MARK_COLUMNS), texts_prior (gen, url_key,
+    simhash, text_chars, error of earlier generations), k and the shortest text that takes part (shorter ones, errors and
     rows without text are left out on both sides). Out: texts_new's columns; rows not yet
     marked get duplicate_of = url_key of the first (lowest (gen, url_key)) text within
     distance k, duplicate_kind = "near".
@@ -208,7 +224,18 @@ def mark_near_duplicates(
         .agg(F.min("first_copy").alias("first_copy"))
     )
     joined = texts_new.join(best, on="url_key", how="left")
-    return _first_copy_marks(joined, F.col("first_copy"), "near")
+    return _first_copy_marks(joined, F.col("first_copy"), "near", texts_new.columns)
+
+
+def with_duplicate_marks(texts: DataFrame, marks: DataFrame) -> DataFrame:
+    """Texts rows (one generation, not marked) -> the same rows with their duplicate marks.
+
+    In: texts columns; marks (url_key, duplicate_of, duplicate_kind) of the rows that are
+    duplicates. Out: texts columns.
+    """
+    unmarked = texts.drop("duplicate_of", "duplicate_kind")
+    joined = unmarked.join(marks, on="url_key", how="left")
+    return joined.select(*TEXTS.fieldNames())
 
 
 def links_table(extracted: DataFrame, gen: int) -> DataFrame:

@@ -15,6 +15,7 @@ from crawllib.stages import parse as parse_stage
 from crawllib.testing.content import article_html, paragraph
 from crawllib.transforms.parse import (
     EXTRACTED,
+    MARK_COLUMNS,
     links_table,
     lsh_band_columns,
     mark_exact_duplicates,
@@ -77,7 +78,10 @@ def test_lsh_band_columns_are_hashing_lsh_bands(spark):
             assert [(b.band, b.value) for b in row[f"k{k}"]] == lsh_bands(row.simhash, k)
 
 
-def test_exact_and_near_duplicates_first_copy_wins(spark, spark_cfg):
+@pytest.mark.parametrize("columns", ["texts", "marks"])
+def test_exact_and_near_duplicates_first_copy_wins(spark, spark_cfg, columns):
+    """Marking needs MARK_COLUMNS only (the stage never moves the text through its joins);
+    either way the marks are the same and the input's columns come out."""
     k = spark_cfg.parse.near_dup_distance
     story, other, third = long_text(1), long_text(2), long_text(3)
     edited = one_word_changed(story)
@@ -109,10 +113,14 @@ def test_exact_and_near_duplicates_first_copy_wins(spark, spark_cfg):
             text_row(2, 120, ""),
         ],
     )
+    if columns == "marks":
+        new = new.select(*MARK_COLUMNS)
     out = new.transform(mark_exact_duplicates, prior).transform(
         mark_near_duplicates, prior, k, MIN_CHARS
     )
-    assert out.schema == TEXTS
+    assert out.columns == new.columns
+    if columns == "texts":
+        assert out.schema == TEXTS
     expected = marks(
         spark,
         [
