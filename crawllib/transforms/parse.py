@@ -135,9 +135,8 @@ def mark_exact_duplicates(texts_new: DataFrame, texts_prior: DataFrame) -> DataF
 
     In: texts_new (texts columns, or at least MARK_COLUMNS; one generation) and texts_prior
     (gen, url_key, content_hash, text_chars, error of earlier generations). Out: texts_new's
-    columns, with
-    duplicate_of = url_key of the first copy and duplicate_kind = "exact" (rows already
-    marked are kept). Errors and empty texts are never duplicates.
+    columns, with duplicate_of = url_key of the first copy and duplicate_kind = "exact" (rows
+    already marked are kept). Errors and empty texts are never duplicates.
     """
     copies = (
         _has_text(texts_new)
@@ -182,10 +181,10 @@ def mark_near_duplicates(
     """Mark texts within SimHash Hamming distance k of an earlier page's text.
 
     In: texts_new (texts columns, or at least MARK_COLUMNS), texts_prior (gen, url_key,
-    simhash, text_chars, error of earlier generations), k and the shortest text that takes part (shorter ones, errors and
-    rows without text are left out on both sides). Out: texts_new's columns; rows not yet
-    marked get duplicate_of = url_key of the first (lowest (gen, url_key)) text within
-    distance k, duplicate_kind = "near".
+    simhash, text_chars, error of earlier generations), k and the shortest text that takes
+    part (shorter ones, errors and rows without text are left out on both sides). Out:
+    texts_new's columns; rows not yet marked get duplicate_of = url_key of the first (lowest
+    (gen, url_key)) text within distance k, duplicate_kind = "near".
 
     Work stays far from all pairs: every distinct SimHash is represented by its first text
     (so a thousand exact copies cost one probe), and pairs are only those sharing a band.
