@@ -1,50 +1,65 @@
 """Typed configuration: defaults < ``--config FILE`` (TOML) < ``--set section.key=value``.
 
-Every setting is declared once, below, with its default, its type and one line of
-documentation (the Scrapy habit). ``conf/default.toml`` is generated from these declarations
+Every setting is declared once, below, as a field of its section's frozen dataclass: its type
+(the annotation), its default and one line of documentation (the Scrapy habit), and what its
+value must mean (a check). ``conf/default.toml`` is generated from these declarations
 (``python -m crawllib.config``) and a test keeps the two identical.
 
-The resulting :class:`Config` is a frozen tree of plain dataclasses: it pickles, so Spark
-executors receive it as a value and never read files or globals.
+A :class:`Config` is a frozen tree of plain dataclasses: it pickles, so Spark executors receive
+it as a value and never read files or globals; a type checker follows ``cfg.section.key``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import math
+import re
 import sys
 import tomllib
+import typing
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar, cast
+
+V = TypeVar("V")
+Check = Callable[[Any], "str | None"]  # the value -> what is expected, or None when it is fine
 
 
 class ConfigError(ValueError):
     """A configuration key or value was refused; the message names key, value and what is allowed."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Setting:
-    default: Any
-    doc: str
-    kind: str  # int, float, bool, str, list[str], table, enum
-    check: Callable[[Any], str | None] | None = None  # returns an error text or None
-    choices: tuple[str, ...] = ()
+def setting(default: V, doc: str, check: Check | None = None) -> V:
+    """Declare one setting: a dataclass field with its default, doc and check.
+
+    Typed as the default so that ``max_depth: int = setting(3, ...)`` reads as what it is; a
+    table default (dict) is copied for each instance.
+    """
+    metadata = {"doc": doc, "check": check}
+    if isinstance(default, dict):
+        table = dict(default)
+        return cast(V, dataclasses.field(default_factory=lambda: dict(table), metadata=metadata))
+    return dataclasses.field(default=default, metadata=metadata)
 
 
-def _min(lo: float) -> Callable[[Any], str | None]:
+def at_least(lo: float) -> Check:
     return lambda v: None if v >= lo else f"a number >= {lo}"
 
 
-def _positive(v: Any) -> str | None:
+def between(lo: int, hi: int) -> Check:
+    return lambda v: None if lo <= v <= hi else f"an integer from {lo} to {hi}"
+
+
+def positive(v: float) -> str | None:
     return None if v > 0 else "a number > 0"
 
 
 def _check_resolve(v: Mapping[str, str]) -> str | None:
     for host, target in v.items():
-        ip_text, _, port = (
-            str(target).rpartition(":") if _has_port(str(target)) else (str(target), "", "")
-        )
+        if not isinstance(target, str):
+            return f'a table host = "IP" or "IP:port" (entry {host!r} = {target!r} is not a string)'
+        ip_text, _, port = target.rpartition(":") if _has_port(target) else (target, "", "")
         try:
             ipaddress.ip_address(ip_text.strip("[]"))
         except ValueError:
@@ -60,222 +75,272 @@ def _has_port(target: str) -> bool:
     return target.count(":") == 1
 
 
-SETTINGS: dict[str, dict[str, Setting]] = {
-    "crawl": {
-        "max_depth": Setting(
-            3, "links followed from a seed; deeper URLs are filtered", "int", _min(0)
-        ),
-        "max_url_length": Setting(2048, "longer URLs are filtered", "int", _min(16)),
-        "skip_extensions": Setting(
-            [
-                "jpg",
-                "jpeg",
-                "png",
-                "gif",
-                "webp",
-                "svg",
-                "ico",
-                "css",
-                "js",
-                "mp3",
-                "mp4",
-                "avi",
-                "mov",
-                "zip",
-                "gz",
-                "tar",
-                "exe",
-                "dmg",
-                "iso",
-                "woff",
-                "woff2",
-            ],
-            "URL path extensions never fetched (not HTML)",
-            "list[str]",
-        ),
-    },
-    "generate": {
-        "max_per_host": Setting(
-            100, "URLs fetched per host in one generation; the rest wait", "int", _min(1)
-        ),
-        "host_budget": Setting(
-            5000, "URLs fetched per host over the whole crawl (trap guard)", "int", _min(1)
-        ),
-        "domain_budget": Setting(
-            20000, "URLs fetched per registered domain over the whole crawl", "int", _min(1)
-        ),
-    },
-    "politeness": {
-        "key": Setting(
-            "host",
-            "what one politeness slot (and one Spark task) holds",
-            "enum",
-            choices=("host", "domain"),
-        ),
-        "default_delay": Setting(
-            1.0, "seconds between request starts to one host", "float", _min(0)
-        ),
-        "max_crawl_delay": Setting(
-            30.0, "robots.txt Crawl-delay is honoured up to this many seconds", "float", _min(0)
-        ),
-        "jitter": Setting(0.1, "extra random delay, as a fraction of the delay", "float", _min(0)),
-        "max_hosts_in_flight": Setting(256, "hosts fetched at once in one task", "int", _min(1)),
-    },
-    "robots": {
-        "agent": Setting(
-            "crawllib", "product token matched against robots.txt user-agent lines", "str"
-        ),
-        "ttl_hours": Setting(24.0, "a cached robots.txt is reused for this long", "float", _min(0)),
-        "max_bytes": Setting(
-            512000,
-            "only this many bytes of robots.txt are parsed (RFC 9309: >= 500 KiB)",
-            "int",
-            _min(1),
-        ),
-        "max_redirects": Setting(5, "redirects followed when fetching robots.txt", "int", _min(0)),
-    },
-    "fetch": {
-        "user_agent": Setting(
-            "crawllib/0.1 (+https://github.com/crawllib/crawllib; crawler@crawllib.invalid)",
-            "User-Agent header: product token, version and a contact URL",
-            "str",
-        ),
-        "connect_timeout": Setting(10.0, "seconds to open a connection", "float", _positive),
-        "total_timeout": Setting(
-            30.0, "seconds for a whole request, body included", "float", _positive
-        ),
-        "max_body_bytes": Setting(
-            5_000_000,
-            "body bytes read; the rest is cut and the fetch marked truncated",
-            "int",
-            _min(1),
-        ),
-        "max_decompressed_bytes": Setting(
-            20_000_000, "decoded bytes kept from a compressed body", "int", _min(1)
-        ),
-        "content_types": Setting(
-            ["text/html", "application/xhtml+xml"], "content types whose body is kept", "list[str]"
-        ),
-        "max_urls_per_host": Setting(
-            1000, "URLs fetched per host in one call of the engine", "int", _min(1)
-        ),
-        "deadline_seconds": Setting(
-            3600.0,
-            "a task stops starting requests after this; the rest is deferred",
-            "float",
-            _positive,
-        ),
-        "retry_after_cap": Setting(
-            120.0, "longest Retry-After honoured, in seconds", "float", _min(0)
-        ),
-        "max_attempts": Setting(5, "attempts before a failing URL is dead", "int", _min(1)),
-        "retry_backoff_base": Setting(
-            1, "a URL failed n times is retried 2**(n-1) * base generations later", "int", _min(1)
-        ),
-    },
-    "network": {
-        "resolve": Setting(
-            {},
-            'host -> "IP" or "IP:port": connect there, keep the Host header (trusted)',
-            "table",
-            _check_resolve,
-        ),
-        "allow_private": Setting(False, "allow private, loopback and link-local addresses", "bool"),
-        "resolve_only": Setting(
-            False, "reach only hosts in network.resolve; never query DNS (tests, demo)", "bool"
-        ),
-        "dns_cache_ttl": Setting(300.0, "seconds a DNS answer is reused", "float", _min(0)),
-        "nameservers": Setting([], "DNS servers for aiodns (empty: the system's)", "list[str]"),
-    },
-    "parse": {
-        "max_html_bytes": Setting(2_000_000, "HTML bytes handed to the extractor", "int", _min(1)),
-        "near_dup_distance": Setting(
-            4,
-            "SimHash Hamming distance at or below which pages are near-duplicates",
-            "int",
-            _min(0),
-        ),
-        "min_text_chars": Setting(
-            200, "shorter texts are not used for near-duplicate detection", "int", _min(0)
-        ),
-    },
-    "storage": {
-        "fetch_slices": Setting(
-            8, "fetch commits in at most this many slices; a crash loses one", "int", _min(1)
-        ),
-        "min_slice_urls": Setting(
-            500,
-            "fewer slices when a generation is small: each holds at least this many URLs",
-            "int",
-            _min(1),
-        ),
-        "min_slice_seconds": Setting(
-            60.0,
-            "fewer slices when a generation is short: each lasts at least this long at "
-            "politeness.default_delay (a slice's commit costs seconds)",
-            "float",
-            _min(0),
-        ),
-    },
-    "spark": {
-        "master": Setting("local[*]", "Spark master; empty leaves it to spark-submit", "str"),
-        "app_name": Setting("crawllib", "Spark application name", "str"),
-        "log_level": Setting(
-            "WARN", "Spark log level", "enum", choices=("ERROR", "WARN", "INFO", "DEBUG")
-        ),
-        "ui": Setting(False, "start the Spark UI", "bool"),
-        "shuffle_partitions": Setting(8, "spark.sql.shuffle.partitions", "int", _min(1)),
-        "delta_jars": Setting(
-            "download",
-            "download: fetch Delta jars once into jars_cache; provided: the cluster has them",
-            "enum",
-            choices=("download", "provided"),
-        ),
-        "jars_cache": Setting("~/.cache/crawllib/ivy", "where Delta jars are cached", "str"),
-        "conf": Setting({}, "extra Spark conf, key -> value", "table"),
-    },
+def _check_ips(v: Iterable[str]) -> str | None:
+    for text in v:
+        try:
+            ipaddress.ip_address(text)
+        except ValueError:
+            return f"a list of IP addresses ({text!r} is not one)"
+    return None
+
+
+def _check_header(v: str) -> str | None:
+    # A control character in a header value makes every request fail before it is sent.
+    if not v.strip() or any(ord(c) < 32 or ord(c) == 127 for c in v):
+        return "a non-empty header value without control characters"
+    return None
+
+
+def _check_token(v: str) -> str | None:
+    # RFC 9309 2.2.1: the product token matched against user-agent lines.
+    return None if re.fullmatch(r"[A-Za-z_-]+", v) else "a product token of letters, '_' and '-'"
+
+
+def _check_media_types(v: Iterable[str]) -> str | None:
+    for text in v:
+        if not re.fullmatch(r"[\w.+-]+/[\w.+-]+", text):
+            return f"a list of media types such as text/html ({text!r} is not one)"
+    return None
+
+
+def _check_conf(v: Mapping[str, Any]) -> str | None:
+    for key, value in v.items():
+        if isinstance(value, dict | list):
+            return (
+                f"a table of Spark keys and plain values ({key!r} holds a {type(value).__name__})"
+            )
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class CrawlConfig:
+    max_depth: int = setting(3, "links followed from a seed; deeper URLs are filtered", at_least(0))
+    max_url_length: int = setting(2048, "longer URLs are filtered", at_least(16))
+    skip_extensions: tuple[str, ...] = setting(
+        (
+            "jpg",
+            "jpeg",
+            "png",
+            "gif",
+            "webp",
+            "svg",
+            "ico",
+            "css",
+            "js",
+            "mp3",
+            "mp4",
+            "avi",
+            "mov",
+            "zip",
+            "gz",
+            "tar",
+            "exe",
+            "dmg",
+            "iso",
+            "woff",
+            "woff2",
+        ),  # fmt: skip
+        "URL path extensions never fetched (not HTML)",
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerateConfig:
+    max_per_host: int = setting(
+        100, "URLs fetched per host in one generation; the rest wait", at_least(1)
+    )
+    host_budget: int = setting(
+        5000, "URLs fetched per host over the whole crawl (trap guard)", at_least(1)
+    )
+    domain_budget: int = setting(
+        20000, "URLs fetched per registered domain over the whole crawl", at_least(1)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class PolitenessConfig:
+    key: Literal["host", "domain"] = setting(
+        "host", "what one politeness slot (and one Spark task) holds"
+    )
+    default_delay: float = setting(1.0, "seconds between request starts to one host", at_least(0))
+    max_crawl_delay: float = setting(
+        30.0, "robots.txt Crawl-delay is honoured up to this many seconds", at_least(0)
+    )
+    jitter: float = setting(0.1, "extra random delay, as a fraction of the delay", at_least(0))
+    max_hosts_in_flight: int = setting(256, "hosts fetched at once in one task", at_least(1))
+
+
+@dataclasses.dataclass(frozen=True)
+class RobotsConfig:
+    agent: str = setting(
+        "crawllib", "product token matched against robots.txt user-agent lines", _check_token
+    )
+    ttl_hours: float = setting(24.0, "a cached robots.txt is reused for this long", at_least(0))
+    max_bytes: int = setting(
+        512000, "only this many bytes of robots.txt are parsed (RFC 9309: >= 500 KiB)", at_least(1)
+    )
+    max_redirects: int = setting(5, "redirects followed when fetching robots.txt", at_least(0))
+
+
+@dataclasses.dataclass(frozen=True)
+class FetchConfig:
+    user_agent: str = setting(
+        "crawllib/0.1 (+https://github.com/crawllib/crawllib; crawler@crawllib.invalid)",
+        "User-Agent header: product token, version and a contact URL",
+        _check_header,
+    )
+    connect_timeout: float = setting(10.0, "seconds to open a connection", positive)
+    total_timeout: float = setting(30.0, "seconds for a whole request, body included", positive)
+    max_body_bytes: int = setting(
+        5_000_000, "body bytes read; the rest is cut and the fetch marked truncated", at_least(1)
+    )
+    max_decompressed_bytes: int = setting(
+        20_000_000, "decoded bytes kept from a compressed body", at_least(1)
+    )
+    content_types: tuple[str, ...] = setting(
+        ("text/html", "application/xhtml+xml"),
+        "content types whose body is kept",
+        _check_media_types,
+    )
+    max_urls_per_host: int = setting(
+        1000, "URLs fetched per host in one call of the engine", at_least(1)
+    )
+    deadline_seconds: float = setting(
+        3600.0, "a task stops starting requests after this; the rest is deferred", positive
+    )
+    retry_after_cap: float = setting(120.0, "longest Retry-After honoured, in seconds", at_least(0))
+    max_attempts: int = setting(5, "attempts before a failing URL is dead", at_least(1))
+    retry_backoff_base: int = setting(
+        1, "a URL failed n times is retried 2**(n-1) * base generations later", at_least(1)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    resolve: dict[str, str] = setting(
+        {},
+        'host -> "IP" or "IP:port": connect there, keep the Host header (trusted)',
+        _check_resolve,
+    )
+    allow_private: bool = setting(False, "allow private, loopback and link-local addresses")
+    resolve_only: bool = setting(
+        False, "reach only hosts in network.resolve; never query DNS (tests, demo)"
+    )
+    dns_cache_ttl: float = setting(300.0, "seconds a DNS answer is reused", at_least(0))
+    nameservers: tuple[str, ...] = setting(
+        (), "DNS servers for aiodns (empty: the system's)", _check_ips
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ParseConfig:
+    max_html_bytes: int = setting(2_000_000, "HTML bytes handed to the extractor", at_least(1))
+    near_dup_distance: int = setting(
+        4, "SimHash Hamming distance at or below which pages are near-duplicates", between(0, 63)
+    )
+    min_text_chars: int = setting(
+        200, "shorter texts are not used for near-duplicate detection", at_least(0)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class StorageConfig:
+    fetch_slices: int = setting(
+        8, "fetch commits in at most this many slices; a crash loses one", at_least(1)
+    )
+    min_slice_urls: int = setting(
+        500, "fewer slices when a generation is small: each holds at least this many URLs",
+        at_least(1),
+    )  # fmt: skip
+    min_slice_seconds: float = setting(
+        60.0,
+        "fewer slices when a generation is short: each lasts at least this long at "
+        "politeness.default_delay (a slice's commit costs seconds)",
+        at_least(0),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class SparkConfig:
+    master: str = setting("local[*]", "Spark master; empty leaves it to spark-submit")
+    app_name: str = setting("crawllib", "Spark application name")
+    log_level: Literal["ERROR", "WARN", "INFO", "DEBUG"] = setting("WARN", "Spark log level")
+    ui: bool = setting(False, "start the Spark UI")
+    shuffle_partitions: int = setting(8, "spark.sql.shuffle.partitions", at_least(1))
+    delta_jars: Literal["download", "provided"] = setting(
+        "download",
+        "download: fetch Delta jars once into jars_cache; provided: the cluster has them",
+    )
+    jars_cache: str = setting("~/.cache/crawllib/ivy", "where Delta jars are cached")
+    conf: dict[str, str | int | float | bool] = setting(
+        {}, "extra Spark conf, key -> value", _check_conf
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """The whole configuration: one frozen dataclass per section (cfg.fetch.user_agent)."""
+
+    crawl: CrawlConfig = dataclasses.field(default_factory=CrawlConfig)
+    generate: GenerateConfig = dataclasses.field(default_factory=GenerateConfig)
+    politeness: PolitenessConfig = dataclasses.field(default_factory=PolitenessConfig)
+    robots: RobotsConfig = dataclasses.field(default_factory=RobotsConfig)
+    fetch: FetchConfig = dataclasses.field(default_factory=FetchConfig)
+    network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
+    parse: ParseConfig = dataclasses.field(default_factory=ParseConfig)
+    storage: StorageConfig = dataclasses.field(default_factory=StorageConfig)
+    spark: SparkConfig = dataclasses.field(default_factory=SparkConfig)
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One declared setting, read back from its dataclass field."""
+
+    default: Any
+    doc: str
+    kind: str  # int, float, bool, str, list[str], table, enum
+    check: Check | None = None
+    choices: tuple[str, ...] = ()
+
+
+def _kind(annotation: Any) -> tuple[str, tuple[str, ...]]:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Literal:
+        return "enum", tuple(args)
+    if origin is tuple:
+        return "list[str]", ()
+    if origin is dict:
+        return "table", ()
+    return {int: "int", float: "float", bool: "bool", str: "str"}[annotation], ()
+
+
+def _declared(section_class: type) -> dict[str, Setting]:
+    hints = typing.get_type_hints(section_class)
+    out = {}
+    for f in dataclasses.fields(section_class):
+        kind, choices = _kind(hints[f.name])
+        factory = f.default_factory
+        default = f.default if factory is dataclasses.MISSING else factory()
+        out[f.name] = Setting(default, f.metadata["doc"], kind, f.metadata["check"], choices)
+    return out
+
+
+SECTION_CLASSES: dict[str, type] = {
+    f.name: typing.get_type_hints(Config)[f.name] for f in dataclasses.fields(Config)
 }
-
-
-def _section_class(section: str, settings: Mapping[str, Setting]) -> type:
-    fields = [
-        (name, Any, dataclasses.field(default_factory=lambda d=s.default: _freeze(d)))
-        for name, s in settings.items()
-    ]
-    cls = dataclasses.make_dataclass(section.capitalize() + "Config", fields, frozen=True)
-    cls.__module__ = __name__
-    return cls
-
-
-def _freeze(value: Any) -> Any:
-    if isinstance(value, list):
-        return tuple(value)
-    if isinstance(value, dict):
-        return dict(value)
-    return value
-
-
-SECTION_CLASSES = {name: _section_class(name, s) for name, s in SETTINGS.items()}
-# Pickle finds the generated classes by name in this module.
-globals().update({cls.__name__: cls for cls in SECTION_CLASSES.values()})
-
-Config = dataclasses.make_dataclass(
-    "Config",
-    [(name, cls, dataclasses.field(default_factory=cls)) for name, cls in SECTION_CLASSES.items()],
-    frozen=True,
-)
-Config.__module__ = __name__
-Config.__doc__ = "The whole configuration: one frozen dataclass per section (cfg.fetch.user_agent)."
+SETTINGS: dict[str, dict[str, Setting]] = {
+    name: _declared(cls) for name, cls in SECTION_CLASSES.items()
+}
 
 
 def coerce(key: str, value: Any, from_text: bool = False) -> Any:
     """Check (and for ``--set`` text, parse) one value; raise ConfigError naming key, value, allowed."""
     section, _, name = key.partition(".")
-    setting = _lookup(section, name)
-    kind = setting.kind
+    setting_ = _lookup(section, name)
+    kind = setting_.kind
     if from_text:
-        value = _parse_text(key, value, setting)
-    ok: Any
+        value = _parse_text(key, value, setting_)
+    ok: bool
     if kind == "int":
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif kind == "float":
@@ -289,25 +354,34 @@ def coerce(key: str, value: Any, from_text: bool = False) -> Any:
         ok = isinstance(value, list | tuple) and all(isinstance(x, str) for x in value)
     elif kind == "table":
         ok = isinstance(value, dict)
-    else:  # pragma: no cover - declarations above are fixed
+    else:  # pragma: no cover - the declarations above are fixed
         raise AssertionError(kind)
-    allowed = _allowed(setting)
-    if not ok:
-        raise ConfigError(f"config key {key!r}: value {value!r} is not allowed; expected {allowed}")
-    if kind == "enum" and value not in setting.choices:
-        raise ConfigError(f"config key {key!r}: value {value!r} is not allowed; expected {allowed}")
-    if setting.check is not None:
-        problem = setting.check(value)
+    if not ok or (kind == "enum" and value not in setting_.choices):
+        raise _refused(key, value, _allowed(setting_))
+    if kind == "float" and not math.isfinite(value):
+        raise _refused(key, value, "a finite number")
+    if setting_.check is not None:
+        problem = setting_.check(value)
         if problem:
-            raise ConfigError(
-                f"config key {key!r}: value {value!r} is not allowed; expected {problem}"
-            )
+            raise _refused(key, value, problem)
     return _freeze(value)
 
 
-def _allowed(setting: Setting) -> str:
-    if setting.kind == "enum":
-        return "one of " + ", ".join(setting.choices)
+def _refused(key: str, value: Any, expected: str) -> ConfigError:
+    return ConfigError(f"config key {key!r}: value {value!r} is not allowed; expected {expected}")
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(value)
+    if isinstance(value, dict):
+        return dict(value)
+    return value
+
+
+def _allowed(setting_: Setting) -> str:
+    if setting_.kind == "enum":
+        return "one of " + ", ".join(setting_.choices)
     return {
         "int": "an integer",
         "float": "a number",
@@ -315,18 +389,16 @@ def _allowed(setting: Setting) -> str:
         "str": "a string",
         "list[str]": "a list of strings",
         "table": "a table",
-    }[setting.kind]
+    }[setting_.kind]
 
 
-def _parse_text(key: str, text: str, setting: Setting) -> Any:
-    if setting.kind in ("str", "enum"):
+def _parse_text(key: str, text: str, setting_: Setting) -> Any:
+    if setting_.kind in ("str", "enum"):
         return text
     try:
         return tomllib.loads(f"v = {text}")["v"]
     except tomllib.TOMLDecodeError:
-        raise ConfigError(
-            f"config key {key!r}: value {text!r} is not allowed; expected {_allowed(setting)}"
-        ) from None
+        raise _refused(key, text, _allowed(setting_)) from None
 
 
 def _lookup(section: str, name: str) -> Setting:
@@ -350,10 +422,7 @@ def _apply(values: dict[str, dict[str, Any]], key: str, value: Any, from_text: b
     values.setdefault(section, {})[name] = coerce(key, value, from_text)
 
 
-def load_config(
-    files: Iterable[str | Path] = (),
-    overrides: Iterable[str] = (),
-) -> Any:
+def load_config(files: Iterable[str | Path] = (), overrides: Iterable[str] = ()) -> Config:
     """Build a Config: defaults, then each TOML file in order, then ``section.key=value`` texts."""
     values: dict[str, dict[str, Any]] = {}
     for path in files:
@@ -379,9 +448,12 @@ def load_config(
     return make_config(values)
 
 
-def make_config(values: Mapping[str, Mapping[str, Any]] | None = None) -> Any:
-    """Config from already-checked nested values (missing ones take defaults)."""
+def make_config(values: Mapping[str, Mapping[str, Any]] | None = None) -> Config:
+    """Config from nested values, each checked (missing ones take defaults)."""
     values = values or {}
+    for section in values:
+        if section not in SECTION_CLASSES:
+            _lookup(section, "")
     return Config(
         **{
             section: cls(
@@ -392,7 +464,7 @@ def make_config(values: Mapping[str, Mapping[str, Any]] | None = None) -> Any:
     )
 
 
-def replace(cfg: Any, **changes: Any) -> Any:
+def replace(cfg: Config, **changes: Any) -> Config:
     """A copy of cfg with ``section__key=value`` changes, each checked like ``--set``."""
     values = to_dict(cfg)
     for dunder, value in changes.items():
@@ -401,7 +473,7 @@ def replace(cfg: Any, **changes: Any) -> Any:
     return make_config(values)
 
 
-def to_dict(cfg: Any) -> dict[str, dict[str, Any]]:
+def to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
     return {
         section: {
             k: (list(v) if isinstance(v, tuple) else v)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crawllib.config import ConfigError, defaults_toml, load_config, replace
+from crawllib.config import ConfigError, coerce, defaults_toml, load_config, replace
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,6 +68,18 @@ def test_resolve_table_from_set_and_file(tmp_path):
         ('network.resolve={"a.net" = "127.0.0.1:99999"}', ["network.resolve", "bad port"]),
         ("max_depth=3", ["section.key"]),
         ("crawl.max_depth", ["section.key=value"]),
+        # values are checked for what they mean, not only their type
+        ("politeness.default_delay=inf", ["politeness.default_delay", "inf", "a finite number"]),
+        ("fetch.total_timeout=inf", ["fetch.total_timeout", "inf", "a finite number"]),
+        ("fetch.deadline_seconds=nan", ["fetch.deadline_seconds", "nan", "a finite number"]),
+        ("politeness.jitter=-inf", ["politeness.jitter", "-inf", "a finite number"]),
+        ("parse.near_dup_distance=64", ["parse.near_dup_distance", "64", "from 0 to 63"]),
+        ("fetch.user_agent=bot/1\r\nX-Evil: 1", ["fetch.user_agent", "control characters"]),
+        ("fetch.user_agent=", ["fetch.user_agent", "non-empty"]),
+        ("robots.agent=my bot", ["robots.agent", "product token"]),
+        ('network.nameservers=["8.8.8.8", "dns.google"]', ["nameservers", "'dns.google'"]),
+        ('fetch.content_types=["html"]', ["fetch.content_types", "media types"]),
+        ('spark.conf={"a" = {"b" = 1}}', ["spark.conf", "plain values"]),
     ],
 )
 def test_bad_values_are_refused_with_key_value_and_allowed(override, fragments):
@@ -95,3 +107,25 @@ def test_config_pickles_for_executors_and_replace_checks():
     assert cfg.politeness.default_delay == 0.2
     with pytest.raises(ConfigError):
         replace(cfg, crawl__max_depth="x")
+
+
+def test_every_setting_is_declared_with_a_type_a_default_and_a_doc():
+    from crawllib.config import SETTINGS, Config
+
+    cfg = Config()
+    for section, settings in SETTINGS.items():
+        for name, setting in settings.items():
+            assert setting.doc and setting.kind, f"{section}.{name}"
+            assert getattr(getattr(cfg, section), name) == coerce(
+                f"{section}.{name}", setting.default
+            )
+
+
+def test_a_value_that_means_nothing_fails_at_load_not_in_a_stage():
+    """inf made plan fail ("cannot convert float NaN to integer") and every fetch fail as
+    "internal" without a request; now the configuration is refused before anything runs."""
+    cfg = load_config(overrides=["politeness.default_delay=1e3", "fetch.total_timeout=0.5"])
+    assert cfg.politeness.default_delay == 1000.0 and cfg.fetch.total_timeout == 0.5
+    for text in ("inf", "+inf", "nan", "-nan"):
+        with pytest.raises(ConfigError, match="a finite number"):
+            load_config(overrides=[f"politeness.default_delay={text}"])
