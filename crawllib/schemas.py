@@ -6,10 +6,13 @@ Tables that grow with the crawl are partitioned by ``gen``.
 
 from __future__ import annotations
 
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     BooleanType,
+    DataType,
     DoubleType,
     IntegerType,
     LongType,
@@ -21,7 +24,13 @@ from pyspark.sql.types import (
 )
 
 
-def struct_of(*fields: tuple[str, object]) -> StructType:
+def columns_of(schema: StructType, **given: Column) -> list[Column]:
+    """A select list for rows of a table: its columns in order, each the expression ``given``
+    for it or else the input's column of that name, cast to the table's type."""
+    return [given.get(f.name, F.col(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields]
+
+
+def struct_of(*fields: tuple[str, DataType]) -> StructType:
     """A StructType of nullable fields from (name, type) pairs."""
     return StructType([StructField(name, dtype, True) for name, dtype in fields])
 
@@ -35,7 +44,7 @@ S, L, I, T, D, B = (  # noqa: E741
     BooleanType(),
 )
 
-# URL scheduled for a generation. reason: seed, link, redirect, retry, sitemap.
+# URL scheduled for a generation. reason: crawllib.vocab.FrontierReason (seed, link, redirect).
 FRONTIER = struct_of(
     ("gen", I),
     ("url", S),

@@ -27,6 +27,7 @@ from yarl import URL
 
 from crawllib.fetch.dns import ResolveError
 from crawllib.urls import InvalidURL, normalize_url
+from crawllib.vocab import ErrorKind, Outcome
 
 MAX_HEADERS = 64
 MAX_HEADER_VALUE = 1024
@@ -91,7 +92,7 @@ async def fetch_url(
     "blocked" or "error"/"dns" result. ``on_sent`` needs the session's :func:`trace_config`."""
     loop = asyncio.get_running_loop()
     started = loop.time()
-    result = Fetched(outcome="error")
+    result = Fetched(outcome=Outcome.ERROR)
     try:
         request = session.get(
             URL(url, encoded=True), allow_redirects=False, trace_request_ctx=on_sent
@@ -101,12 +102,12 @@ async def fetch_url(
     except aiohttp.ClientConnectorDNSError as exc:
         cause = exc.__cause__ if isinstance(exc.__cause__, ResolveError) else None
         if cause is not None and cause.blocked:
-            result.outcome, result.error_kind = "blocked", cause.kind
+            result.outcome, result.error_kind = Outcome.BLOCKED, cause.kind
         else:
-            result.outcome, result.error_kind = "error", "dns"
+            result.outcome, result.error_kind = Outcome.ERROR, ErrorKind.DNS
         result.error_detail = str(cause or exc)
     except Exception as exc:  # per-URL failures are data
-        result.outcome = "error"
+        result.outcome = Outcome.ERROR
         result.error_kind = error_kind_of(exc)
         result.error_detail = f"{type(exc).__name__}: {exc}"[:300]
         result.body = None
@@ -117,28 +118,28 @@ async def fetch_url(
 def error_kind_of(exc: BaseException) -> str:
     """The error_kind vocabulary of failed requests."""
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return "connect_timeout"
+        return ErrorKind.CONNECT_TIMEOUT
     if isinstance(exc, asyncio.TimeoutError):
-        return "timeout"
+        return ErrorKind.TIMEOUT
     if isinstance(exc, _Overflow):
-        return "decompressed_too_large"
+        return ErrorKind.DECOMPRESSED_TOO_LARGE
     if isinstance(exc, zlib.error):
-        return "decode_error"
+        return ErrorKind.DECODE_ERROR
     if isinstance(exc, aiohttp.ClientConnectorSSLError | aiohttp.ClientSSLError):
-        return "ssl"
+        return ErrorKind.SSL
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return "connect"
+        return ErrorKind.CONNECT
     if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
-        return "disconnected"
+        return ErrorKind.DISCONNECTED
     if isinstance(exc, ConnectionError | aiohttp.ClientOSError):
-        return "disconnected"
+        return ErrorKind.DISCONNECTED
     if isinstance(exc, aiohttp.ClientResponseError):
-        return "bad_response"  # unparseable status line or headers
+        return ErrorKind.BAD_RESPONSE  # unparseable status line or headers
     if isinstance(exc, aiohttp.InvalidURL | ValueError):
-        return "invalid_url"
+        return ErrorKind.INVALID_URL
     if isinstance(exc, aiohttp.ClientError):
-        return "client_error"
-    return "internal"
+        return ErrorKind.CLIENT_ERROR
+    return ErrorKind.INTERNAL
 
 
 async def _take_response(
@@ -153,27 +154,27 @@ async def _take_response(
     if 300 <= resp.status < 400:
         location = resp.headers.get("Location")
         if location:
-            result.outcome = "redirect"
+            result.outcome = Outcome.REDIRECT
             try:
                 result.redirect_to = normalize_url(location, base=url)
             except InvalidURL as exc:
-                result.error_kind, result.error_detail = "bad_location", str(exc)
+                result.error_kind, result.error_detail = ErrorKind.BAD_LOCATION, str(exc)
         else:
-            result.outcome, result.error_kind = "http_error", "no_location"
+            result.outcome, result.error_kind = Outcome.HTTP_ERROR, ErrorKind.NO_LOCATION
         await _discard(resp)
         return
     if not 200 <= resp.status < 300:
-        result.outcome = "http_error"
+        result.outcome = Outcome.HTTP_ERROR
         await _discard(resp)
         return
-    result.outcome = "ok"
+    result.outcome = Outcome.OK
     if limits.keep_types is not None and result.content_type is not None:
         if result.content_type not in limits.keep_types:
             await _discard(resp)
             return
     encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding not in ("identity", "", "gzip", "x-gzip", "deflate"):
-        result.outcome, result.error_kind = "error", "unsupported_encoding"
+        result.outcome, result.error_kind = Outcome.ERROR, ErrorKind.UNSUPPORTED_ENCODING
         result.error_detail = encoding[:100]
         resp.close()
         return
@@ -286,8 +287,8 @@ def parse_content_type(value: str | None) -> tuple[str | None, str | None]:
     Python knows it (an unknown label gives None: the parser sniffs the body instead)."""
     if not value:
         return None, None
-    media, *params = value.split(";")
-    media = media.strip().lower() or None
+    media_type, *params = value.split(";")
+    media = media_type.strip().lower() or None
     charset = None
     for param in params:
         key, _, val = param.partition("=")

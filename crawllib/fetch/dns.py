@@ -28,7 +28,9 @@ from typing import Any
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
+from crawllib.config import NetworkConfig
 from crawllib.fetch.netsafety import address_problem, host_problem, parse_ip
+from crawllib.vocab import ErrorKind, Outcome
 
 # lookup(host) -> list of IP address strings; raises OSError when the name does not resolve.
 Lookup = Callable[[str], Awaitable[list[str]]]
@@ -38,7 +40,7 @@ _FLAGS = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
 
 
 class ResolveError(OSError):
-    """A name that gives no usable address; ``kind`` is "dns" or a netsafety blocked kind."""
+    """A name that gives no usable address; ``kind`` is ErrorKind.DNS or a BlockedKind."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(None, message)
@@ -46,7 +48,7 @@ class ResolveError(OSError):
 
     @property
     def blocked(self) -> bool:
-        return self.kind != "dns"
+        return self.kind != ErrorKind.DNS
 
 
 def parse_overrides(resolve: Mapping[str, str]) -> dict[str, tuple[str, int | None]]:
@@ -70,7 +72,7 @@ class Resolver(AbstractResolver):
 
     def __init__(
         self,
-        network: Any,
+        network: NetworkConfig,
         lookup: Lookup | None = None,
         timeout: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
@@ -105,12 +107,12 @@ class Resolver(AbstractResolver):
         try:
             parsed = URL(url, encoded=True)
         except (ValueError, TypeError):
-            return "error", "invalid_url"
+            return Outcome.ERROR, ErrorKind.INVALID_URL
         if parsed.scheme not in ("http", "https"):
-            return "blocked", "scheme"
+            return Outcome.BLOCKED, ErrorKind.SCHEME
         host = (parsed.raw_host or "").lower().strip("[]").rstrip(".")
         if not host:
-            return "error", "invalid_url"
+            return Outcome.ERROR, ErrorKind.INVALID_URL
         literal = parse_ip(host)
         if host in self.overrides:
             # aiohttp connects to an IP literal itself, so only an identity entry is true
@@ -118,9 +120,9 @@ class Resolver(AbstractResolver):
                 return None
         problem = host_problem(host, self.allow_private)
         if problem:
-            return "blocked", problem
+            return Outcome.BLOCKED, problem
         if literal is not None and self.resolve_only:
-            return "blocked", "resolve_only"
+            return Outcome.BLOCKED, ErrorKind.RESOLVE_ONLY
         return None
 
     async def resolve(
@@ -131,7 +133,7 @@ class Resolver(AbstractResolver):
             ip, override_port = self.overrides[name]
             return [_result(host, ip, override_port or port)]
         if self.resolve_only:
-            raise ResolveError("dns", f"{name} is not in network.resolve (resolve_only)")
+            raise ResolveError(ErrorKind.DNS, f"{name} is not in network.resolve (resolve_only)")
         addresses = await self.addresses(name)
         for address in addresses:
             problem = address_problem(address, self.allow_private)
@@ -141,7 +143,7 @@ class Resolver(AbstractResolver):
         return [_result(host, a, port) for a in wanted]
 
     async def addresses(self, name: str) -> list[str]:
-        """The cached or freshly looked-up addresses of `name`; raises ResolveError("dns")."""
+        """The cached or freshly looked-up addresses of `name`; raises ResolveError(DNS)."""
         hit = self._cache.get(name)
         if hit is not None and hit[0] > self.clock():
             if isinstance(hit[1], ResolveError):
@@ -157,13 +159,13 @@ class Resolver(AbstractResolver):
                 if not addresses:
                     raise OSError(None, "no address")
             except (TimeoutError, OSError) as exc:
-                error = ResolveError("dns", f"{name}: {exc}")
+                error = ResolveError(ErrorKind.DNS, f"{name}: {exc}")
                 self._remember(name, error, min(self.ttl, NEGATIVE_TTL))
                 pending.set_exception(error)
                 pending.exception()  # mark retrieved: nobody else may be waiting
                 raise error from None
             except BaseException as exc:
-                pending.set_exception(ResolveError("dns", f"{name}: {type(exc).__name__}"))
+                pending.set_exception(ResolveError(ErrorKind.DNS, f"{name}: {type(exc).__name__}"))
                 pending.exception()
                 raise
             finally:

@@ -1,9 +1,10 @@
 """The fetch engine's entry points: fetch a batch of URLs politely and return one row each.
 
-In (one mapping per URL): url (normalised, absolute), url_key, host, depth, optionally slot
-(the politeness key value; default: host). Out: dicts with ``record`` = "fetch" (exactly one
-per input row, keys FETCH_KEYS) or "robots" (one per host whose robots.txt was requested in
-this call, keys ROBOTS_KEYS; see :mod:`.robots_fetch`).
+In (one mapping per URL, :class:`crawllib.records.FetchInput`): url (normalised, absolute),
+url_key, host, depth, optionally slot (the politeness key value; default: host). Out
+(:mod:`crawllib.records`): a :class:`FetchRecord` (``record`` "fetch") for each input row, and
+a :class:`RobotsRecord` ("robots") for each host whose robots.txt was requested in this call
+(see :mod:`.robots_fetch`). The words below are those of :mod:`crawllib.vocab`.
 
 Per slot one request at a time, starts spaced by the slot's delay (:mod:`.slots`); up to
 ``politeness.max_hosts_in_flight`` slots at once, the slots with most URLs first. A failure is
@@ -28,7 +29,7 @@ error        "dns", "connect", "connect_timeout", "ssl", "timeout" (fetch.total_
 deferred     not attempted, fetch again later: "deadline" (fetch.deadline_seconds passed),
              "max_urls_per_host", "host_unreachable" (3 dns/connect failures in a row)
 
-Fetch rows carry one key beyond the table's columns: error_detail (exception text or None).
+Fetch records carry one key beyond the table's columns: error_detail (exception text or None).
 """
 
 from __future__ import annotations
@@ -43,45 +44,33 @@ from typing import Any
 
 import aiohttp
 
+from crawllib.config import Config
 from crawllib.fetch.client import Fetched, Limits, fetch_url, trace_config
 from crawllib.fetch.dns import Resolver
-from crawllib.fetch.robots_fetch import (
-    HOST_DOWN_KINDS,
-    RobotsState,
-    classify,
-    fetch_robots,
-    fresh_rows,
-)
-from crawllib.fetch.slots import Slot
+from crawllib.fetch.robots_fetch import RobotsState, classify, fetch_robots, fresh_rows
+from crawllib.fetch.slots import LoopClock, Slot
+from crawllib.records import EngineRecord, FetchRecord
 from crawllib.urls import host_of
+from crawllib.vocab import HOST_DOWN_KINDS, ErrorKind, Outcome, Record
 
 log = logging.getLogger(__name__)
 
-FETCH_KEYS = (
-    "record", "url_key", "url", "host", "depth", "outcome", "fetched_at", "http_status",
-    "error_kind", "error_detail", "redirect_to", "content_type", "charset", "headers", "body",
-    "body_bytes", "is_truncated", "fetch_ms", "ip", "retry_after",
-)  # fmt: skip
-ROBOTS_KEYS = (
-    "record", "host", "fetched_at", "http_status", "body", "crawl_delay", "sitemaps",
-    "expires_at", "error_kind",
-)  # fmt: skip
 HOST_DOWN_AFTER = 3  # consecutive dns/connect failures after which a host's rest is deferred
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
 
-Emit = Callable[[dict[str, Any]], "Awaitable[None] | None"]
+Emit = Callable[[EngineRecord], "Awaitable[None] | None"]
 
 
 async def fetch_async(
     rows: Iterable[Mapping[str, Any]],
-    cfg: Any,
+    cfg: Config,
     robots_rows: Iterable[Mapping[str, Any]] = (),
     emit: Emit | None = None,
     now: Callable[[], float] = time.time,
 ) -> None:
     """Fetch every row and pass each result record to ``emit`` (awaited if it returns an
     awaitable: that is the back-pressure). ``now`` gives epoch seconds (fetched_at, robots
-    freshness); delays use the event loop's clock."""
+    freshness); delays and the deadline use the event loop's clock."""
     if emit is None:
         raise TypeError("fetch_async needs an emit callable")
     await _Run(cfg, robots_rows, emit, now).run(rows)
@@ -90,12 +79,15 @@ async def fetch_async(
 class _Run:
     """The state of one fetch call: slots, robots per host, one session."""
 
-    def __init__(self, cfg: Any, robots_rows: Iterable[Any], emit: Emit, now: Callable[[], float]):
+    def __init__(
+        self, cfg: Config, robots_rows: Iterable[Any], emit: Emit, now: Callable[[], float]
+    ):
         self.cfg = cfg
         self.now = now
         self._emit = emit
         self.loop = asyncio.get_running_loop()
-        self.deadline = self.loop.time() + cfg.fetch.deadline_seconds
+        self.clock = LoopClock()  # the slots' clock, which the deadline is compared with
+        self.deadline = self.clock.time() + cfg.fetch.deadline_seconds
         self.cached_robots = fresh_rows(robots_rows, now())
         self.robots: dict[str, asyncio.Future[RobotsState | None]] = {}
         self.per_host: Counter[str] = Counter()
@@ -108,7 +100,7 @@ class _Run:
         self.resolver = Resolver(cfg.network, timeout=cfg.fetch.connect_timeout)
         self.session: aiohttp.ClientSession | None = None
 
-    async def emit(self, record: dict[str, Any]) -> None:
+    async def emit(self, record: EngineRecord) -> None:
         result = self._emit(record)
         if inspect.isawaitable(result):
             await result
@@ -167,7 +159,7 @@ class _Run:
             key = row.get("slot") or host
             slot = slots.get(key)
             if slot is None:
-                slot = slots[key] = Slot.from_config(key, self.cfg.politeness)
+                slot = slots[key] = Slot.from_config(key, self.cfg.politeness, clock=self.clock)
             slot.rows.append(row)
         return slots
 
@@ -184,34 +176,34 @@ class _Run:
                     record = await self._one(slot, row)
                 except Exception as exc:  # a bug for one URL must not stop the others
                     log.exception("fetch of %s failed inside the engine", row.get("url"))
-                    record = self._row(row, "error", error_kind="internal")
+                    record = self._row(row, Outcome.ERROR, error_kind=ErrorKind.INTERNAL)
                     record["error_detail"] = f"{type(exc).__name__}: {exc}"[:300]
                 await self.emit(record)
 
-    async def _one(self, slot: Slot, row: Mapping[str, Any]) -> dict[str, Any]:
+    async def _one(self, slot: Slot, row: Mapping[str, Any]) -> FetchRecord:
         url = row.get("url") or ""
         host = row.get("host") or host_of(url)
-        if self.loop.time() >= self.deadline:
-            return self._row(row, "deferred", error_kind="deadline")
+        if self.clock.time() >= self.deadline:
+            return self._row(row, Outcome.DEFERRED, error_kind=ErrorKind.DEADLINE)
         self.per_host[host] += 1
         if self.per_host[host] > self.cfg.fetch.max_urls_per_host:
-            return self._row(row, "deferred", error_kind="max_urls_per_host")
+            return self._row(row, Outcome.DEFERRED, error_kind=ErrorKind.MAX_URLS_PER_HOST)
         if self.host_down[host] >= HOST_DOWN_AFTER:
-            return self._row(row, "deferred", error_kind="host_unreachable")
+            return self._row(row, Outcome.DEFERRED, error_kind=ErrorKind.HOST_UNREACHABLE)
         refused = self._precheck(url)
         if refused is not None:
             return self._row(row, refused.outcome, error_kind=refused.error_kind)
         state = await self._robots_for(slot, host, url)
         if state is None:
-            return self._row(row, "deferred", error_kind="deadline")
+            return self._row(row, Outcome.DEFERRED, error_kind=ErrorKind.DEADLINE)
         if state.blocked_kind:
-            return self._row(row, "blocked", error_kind=state.blocked_kind)
+            return self._row(row, Outcome.BLOCKED, error_kind=state.blocked_kind)
         if state.down_kind:
-            return self._row(row, "error", error_kind=state.down_kind)
+            return self._row(row, Outcome.ERROR, error_kind=state.down_kind)
         if not state.rules.allowed(url):
-            return self._row(row, "robots_denied", error_kind=state.deny_kind)
+            return self._row(row, Outcome.ROBOTS_DENIED, error_kind=state.deny_kind)
         if not await slot.wait_turn(self.deadline):
-            return self._row(row, "deferred", error_kind="deadline")
+            return self._row(row, Outcome.DEFERRED, error_kind=ErrorKind.DEADLINE)
         fetched_at = self.now()
         got = await fetch_url(self.session, url, self.limits, slot.sent)  # type: ignore[arg-type]
         self._after(slot, got)
@@ -252,9 +244,9 @@ class _Run:
         async def before_request(hop_url: str) -> Fetched | None:
             refused = self._precheck(hop_url)
             if refused is not None:
-                return Fetched("blocked", error_kind=refused.error_kind)
+                return Fetched(Outcome.BLOCKED, error_kind=refused.error_kind)
             if not await slot.wait_turn(self.deadline):
-                return Fetched("deferred", error_kind="deadline")
+                return Fetched(Outcome.DEFERRED, error_kind=ErrorKind.DEADLINE)
             return None
 
         assert self.session is not None
@@ -288,11 +280,11 @@ class _Run:
         got: Fetched | None = None,
         fetched_at: float | None = None,
         error_kind: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> FetchRecord:
         got = got or Fetched(outcome, error_kind=error_kind)
         url = row.get("url")
         return {
-            "record": "fetch",
+            "record": Record.FETCH,
             "url_key": row.get("url_key"),
             "url": url,
             "host": row.get("host") or host_of(url or ""),
@@ -306,7 +298,7 @@ class _Run:
             "content_type": got.content_type,
             "charset": got.charset,
             "headers": got.headers,
-            "body": got.body if outcome == "ok" else None,
+            "body": got.body if outcome == Outcome.OK else None,
             "body_bytes": got.body_bytes,
             "is_truncated": got.is_truncated,
             "fetch_ms": got.fetch_ms,

@@ -6,12 +6,15 @@ services (``http://127.0.0.1:8080/admin``), the private network or a cloud metad
 else, and the addresses its name resolves to (in :mod:`crawllib.fetch.dns`, which hands the
 connector exactly the addresses it checked, so there is no second lookup to rebind).
 
-The verdict is an ``error_kind`` of a "blocked" fetch row, or None when the address is fine.
+The verdict is the ``error_kind`` of a "blocked" fetch row (a ``crawllib.vocab.BlockedKind``
+word), or None when the address is fine.
 """
 
 from __future__ import annotations
 
 import ipaddress
+
+from crawllib.vocab import BlockedKind
 
 # Cloud instance-metadata endpoints: never contacted, even with network.allow_private
 # (they hand out credentials); only an explicit network.resolve entry reaches them.
@@ -35,17 +38,6 @@ METADATA_NAMES = frozenset(
     )
 )
 
-# Each kind below is also an error_kind of a "blocked" row.
-BLOCKED_KINDS = (
-    "metadata_address",
-    "loopback_address",
-    "link_local_address",
-    "multicast_address",
-    "unspecified_address",
-    "private_address",
-    "reserved_address",
-)
-
 
 def parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     """The address written in `text` ("10.0.0.1", "[::1]", "fe80::1%eth0"), or None for a name."""
@@ -63,25 +55,25 @@ def address_problem(address: str, allow_private: bool = False) -> str | None:
     """
     ip = parse_ip(address)
     if ip is None:
-        return "reserved_address"  # not an address at all: refuse rather than guess
+        return BlockedKind.RESERVED_ADDRESS  # not an address at all: refuse rather than guess
     if ip.version == 6 and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     if ip in METADATA_ADDRESSES:
-        return "metadata_address"
+        return BlockedKind.METADATA_ADDRESS
     if allow_private:
         return None
     if ip.is_loopback:
-        return "loopback_address"
+        return BlockedKind.LOOPBACK_ADDRESS
     if ip.is_link_local:
-        return "link_local_address"
+        return BlockedKind.LINK_LOCAL_ADDRESS
     if ip.is_multicast:
-        return "multicast_address"
+        return BlockedKind.MULTICAST_ADDRESS
     if ip.is_unspecified:
-        return "unspecified_address"
+        return BlockedKind.UNSPECIFIED_ADDRESS
     if ip.is_private:
-        return "private_address"
+        return BlockedKind.PRIVATE_ADDRESS
     if ip.is_reserved or not ip.is_global:  # e.g. 100.64.0.0/10 (carrier-grade NAT)
-        return "reserved_address"
+        return BlockedKind.RESERVED_ADDRESS
     return None
 
 
@@ -92,9 +84,9 @@ def host_problem(host: str, allow_private: bool = False) -> str | None:
     """
     host = host.lower().rstrip(".")
     if host in METADATA_NAMES:
-        return "metadata_address"
+        return BlockedKind.METADATA_ADDRESS
     if parse_ip(host) is not None:
         return address_problem(host, allow_private)
     if host == "localhost" or host.endswith(".localhost"):
-        return None if allow_private else "loopback_address"
+        return None if allow_private else BlockedKind.LOOPBACK_ADDRESS
     return None

@@ -26,15 +26,26 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
+from crawllib.config import Config
 from crawllib.fetch.client import Fetched, Limits, fetch_url
+from crawllib.records import RobotsRecord
 from crawllib.robots import RobotsRules
+from crawllib.vocab import HOST_DOWN_KINDS, ErrorKind, Outcome, Record
 
 log = logging.getLogger(__name__)
 
 UNAVAILABLE_TTL = 3600.0
-HOST_DOWN_KINDS = frozenset({"dns", "connect", "connect_timeout", "ssl"})
 # robots.txt fetch failures that count as "unavailable" (allow all), not "unreachable"
-ALLOW_ALL_KINDS = frozenset({"too_many_redirects", "bad_location", "blocked_redirect"})
+ALLOW_ALL_KINDS = frozenset(
+    {ErrorKind.TOO_MANY_REDIRECTS, ErrorKind.BAD_LOCATION, ErrorKind.BLOCKED_REDIRECT}
+)
+# a redirect's target host is down: the robots.txt is unreachable, the host itself is not
+REDIRECT_DOWN_KINDS = {
+    ErrorKind.DNS: ErrorKind.REDIRECT_DNS,
+    ErrorKind.CONNECT: ErrorKind.REDIRECT_CONNECT,
+    ErrorKind.CONNECT_TIMEOUT: ErrorKind.REDIRECT_CONNECT_TIMEOUT,
+    ErrorKind.SSL: ErrorKind.REDIRECT_SSL,
+}
 
 
 @dataclass
@@ -66,7 +77,7 @@ def classify(record: Mapping[str, Any], agent: str, max_bytes: int) -> RobotsSta
         return RobotsState(RobotsRules.disallow_all(), down_kind=kind)
     if status is None and kind in ALLOW_ALL_KINDS:
         return RobotsState(RobotsRules.allow_all())
-    return RobotsState(RobotsRules.disallow_all(), deny_kind="robots_unavailable")
+    return RobotsState(RobotsRules.disallow_all(), deny_kind=ErrorKind.ROBOTS_UNAVAILABLE)
 
 
 def expires_at(record: Mapping[str, Any], fetched_at: float, ttl_hours: float) -> float:
@@ -106,12 +117,12 @@ async def fetch_robots(
     session: aiohttp.ClientSession,
     page_url: str,
     host: str,
-    cfg: Any,
+    cfg: Config,
     before_request: Callable[[str], Awaitable[Fetched | None]],
     after_response: Callable[[Fetched], None],
     on_sent: Callable[[], None] | None,
     now: Callable[[], float],
-) -> tuple[RobotsState, dict[str, Any] | None] | None:
+) -> tuple[RobotsState, RobotsRecord | None] | None:
     """Fetch and classify `host`'s robots.txt. Returns (state, robots record or None), or None
     if the deadline came first.
 
@@ -131,37 +142,37 @@ async def fetch_robots(
     for hop in range(robots.max_redirects + 1):
         refused = await before_request(url)
         if refused is not None:
-            if refused.outcome == "deferred":
+            if refused.outcome == Outcome.DEFERRED:
                 return None  # the deadline: no record, the pages are deferred
             if hop == 0:
                 return _blocked(refused.error_kind), None
-            record["error_kind"] = "blocked_redirect"
+            record["error_kind"] = ErrorKind.BLOCKED_REDIRECT
             break
         if hop == 0:
             fetched_at = now()
         got = await fetch_url(session, url, limits, on_sent)
         after_response(got)
-        if got.outcome == "blocked":
+        if got.outcome == Outcome.BLOCKED:
             if hop == 0:
                 return _blocked(got.error_kind), None
-            record["error_kind"] = "blocked_redirect"
+            record["error_kind"] = ErrorKind.BLOCKED_REDIRECT
             break
         record["http_status"] = got.http_status
         record["error_kind"] = got.error_kind
-        if hop and got.error_kind in HOST_DOWN_KINDS:  # the target is down, not this host
-            record["error_kind"] = "redirect_" + got.error_kind
-        if got.outcome == "redirect" and got.redirect_to:
+        if hop and got.error_kind in REDIRECT_DOWN_KINDS:  # the target is down, not this host
+            record["error_kind"] = REDIRECT_DOWN_KINDS[got.error_kind]
+        if got.outcome == Outcome.REDIRECT and got.redirect_to:
             url = got.redirect_to
-            record["error_kind"] = "too_many_redirects"  # unless a later hop answers
+            record["error_kind"] = ErrorKind.TOO_MANY_REDIRECTS  # unless a later hop answers
             continue
-        if got.outcome == "ok":
+        if got.outcome == Outcome.OK:
             record["body"] = _text(got.body or b"", robots.max_bytes)
         break
     if record["error_kind"] in ALLOW_ALL_KINDS:
         record["http_status"] = None
     state = classify(record, robots.agent, robots.max_bytes)
-    out = {
-        "record": "robots",
+    out: RobotsRecord = {
+        "record": Record.ROBOTS,
         "host": host,
         "fetched_at": fetched_at,
         "http_status": record["http_status"],

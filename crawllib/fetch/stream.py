@@ -15,7 +15,9 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from crawllib.config import Config
 from crawllib.fetch.engine import fetch_async
+from crawllib.records import EngineRecord
 
 MAX_QUEUED_RECORDS = 256
 MAX_QUEUED_BYTES = 64 * 1024 * 1024
@@ -53,17 +55,17 @@ class _Failure:
         self.exc = exc
 
 
-def _size(record: Mapping[str, Any]) -> int:
-    body = record.get("body")
+def _size(record: EngineRecord) -> int:
+    body = record["body"]
     return len(body) if body else 0
 
 
 def fetch_rows(
     rows: Iterable[Mapping[str, Any]],
-    cfg: Any,
+    cfg: Config,
     robots_rows: Iterable[Mapping[str, Any]] = (),
     now: Callable[[], float] = time.time,
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[EngineRecord]:
     """Fetch `rows` (see :mod:`crawllib.fetch.engine`) and yield their fetch and robots records
     as they are produced. Raises only if the engine itself fails."""
     rows = list(rows)  # read the partition here, not from the loop's thread
@@ -77,7 +79,7 @@ def fetch_rows(
     async def main() -> None:
         loop = asyncio.get_running_loop()
         budget = _Budget(MAX_QUEUED_RECORDS, MAX_QUEUED_BYTES)
-        batch: list[dict[str, Any]] = []
+        batch: list[EngineRecord] = []
         state.update(budget=budget, task=asyncio.current_task(), loop=loop)
         ready.set()
 
@@ -86,7 +88,7 @@ def fetch_rows(
                 out.put(batch.copy())
                 batch.clear()
 
-        async def emit(record: dict[str, Any]) -> None:
+        async def emit(record: EngineRecord) -> None:
             await budget.take(_size(record))
             if not batch:
                 loop.call_soon(flush)

@@ -8,64 +8,83 @@ yields as rows of :data:`RESULT_SCHEMA`. Everything else here is plain DataFrame
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    ArrayType,
     BinaryType,
     BooleanType,
+    DataType,
     DoubleType,
     IntegerType,
     LongType,
-    MapType,
+    StructType,
+    TimestampType,
 )
 
-from crawllib.schemas import B, D, I, L, S, struct_of  # noqa: E741
+from crawllib.config import Config
+from crawllib.records import FetchInput, FetchRecord, RobotsRecord, fields, value_type
+from crawllib.schemas import FETCHES, FETCHLIST, PAGES, ROBOTS, B, D, S, columns_of, struct_of
+from crawllib.vocab import Outcome, Record, RobotsOutcome
+
+
+def engine_type(dtype: DataType) -> DataType:
+    """A table column's type in the engine's rows and records: timestamps are epoch seconds."""
+    return D if isinstance(dtype, TimestampType) else dtype
+
+
+# The Spark type of a record key that is no table's column, by its values' Python type.
+_SPARK_TYPES: dict[object, DataType] = {str: S, float: D, bool: B, bytes: BinaryType()}
+
+# Result columns of robots record keys whose name a fetch record key has, with another type:
+# a robots.txt body is text, a page body binary.
+ROBOTS_RENAMED = {"body": "robots_body"}
+
+
+def _result_columns(
+    declaration: type, tables: tuple[StructType, ...], renamed: Mapping[str, str]
+) -> list[tuple[str, DataType]]:
+    """(result column, type) of each key of a record declaration: the type of the first table
+    column of that name (timestamps in epoch seconds), else that of the key's Python type."""
+    out = []
+    for key, annotation in fields(declaration).items():
+        column = next((t[key] for t in tables if key in t.fieldNames()), None)
+        dtype = (
+            engine_type(column.dataType)
+            if column is not None
+            else _SPARK_TYPES[value_type(annotation)]
+        )
+        out.append((renamed.get(key, key), dtype))
+    return out
+
+
+def _merged(*columns: list[tuple[str, DataType]]) -> StructType:
+    """One struct of the columns of several records; a name the records share is one column."""
+    merged: dict[str, DataType] = {}
+    for name, dtype in itertools.chain(*columns):
+        if merged.setdefault(name, dtype) != dtype:
+            raise TypeError(f"result column {name!r} is {merged[name]} and {dtype}")
+    return struct_of(*merged.items())
+
+
+# The fetchlist columns the engine takes per URL, in order.
+ENGINE_INPUT = tuple(fields(FetchInput))
 
 # A robots row as the engine takes it (its ``robots_rows``): timestamps in epoch seconds.
-ENGINE_ROBOTS = struct_of(
-    ("host", S),
-    ("fetched_at", D),
-    ("http_status", I),
-    ("body", S),
-    ("crawl_delay", D),
-    ("sitemaps", ArrayType(S)),
-    ("expires_at", D),
-    ("error_kind", S),
-)
+ENGINE_ROBOTS = struct_of(*[(f.name, engine_type(f.dataType)) for f in ROBOTS.fields])
 
-# One engine record, "fetch" or "robots" (column ``record``). The fields the two kinds share
-# (host, fetched_at, http_status, error_kind) are one column each; a robots.txt body (text) is
-# ``robots_body`` because a page body is binary. A robots record's outcome is "new" (the host
-# has no robots row yet) or "refreshed" (its row had expired).
-RESULT_SCHEMA = struct_of(
-    ("record", S),
-    ("url_key", L),
-    ("url", S),
-    ("host", S),
-    ("depth", I),
-    ("outcome", S),
-    ("fetched_at", D),
-    ("http_status", I),
-    ("error_kind", S),
-    ("error_detail", S),
-    ("redirect_to", S),
-    ("content_type", S),
-    ("charset", S),
-    ("headers", MapType(S, S)),
-    ("body", BinaryType()),
-    ("body_bytes", L),
-    ("is_truncated", B),
-    ("fetch_ms", I),
-    ("ip", S),
-    ("retry_after", D),
-    ("robots_body", S),
-    ("crawl_delay", D),
-    ("sitemaps", ArrayType(S)),
-    ("expires_at", D),
+# One engine record, "fetch" or "robots" (column ``record``): the keys of both declarations in
+# crawllib.records, typed as their table columns (FETCHES, then PAGES; ROBOTS). The keys the two
+# share (record, host, fetched_at, http_status, error_kind) are one column each; a robots
+# record's ``body`` is ``robots_body`` (ROBOTS_RENAMED). A robots record's ``outcome`` is set
+# here, not by the engine: "new" (the host has no robots row yet) or "refreshed" (its row had
+# expired).
+RESULT_SCHEMA = _merged(
+    _result_columns(FetchRecord, (FETCHES, PAGES), {}),
+    _result_columns(RobotsRecord, (ROBOTS,), ROBOTS_RENAMED),
 )
 
 _CONVERT: dict[type, Callable[[Any], Any]] = {
@@ -78,7 +97,7 @@ _RESULT_CONVERTERS = tuple((f.name, _CONVERT.get(type(f.dataType))) for f in RES
 
 
 def _epoch(col: str) -> Column:
-    return (F.unix_micros(F.col(col)) / 1_000_000).alias(col)
+    return F.unix_micros(F.col(col)) / 1_000_000
 
 
 def engine_robots(robots: DataFrame) -> DataFrame:
@@ -90,52 +109,38 @@ def engine_robots(robots: DataFrame) -> DataFrame:
     robots.txt replaces (outcome "refreshed") from a host with none (outcome "new").
     """
     fresh = F.col("expires_at") > F.current_timestamp()
-    return robots.select(
-        "host",
-        _epoch("fetched_at"),
-        "http_status",
-        F.when(fresh, F.col("body")).alias("body"),
-        "crawl_delay",
-        "sitemaps",
-        _epoch("expires_at"),
-        "error_kind",
-    )
+    times = {f.name: _epoch(f.name) for f in ROBOTS.fields if isinstance(f.dataType, TimestampType)}
+    return robots.select(*columns_of(ENGINE_ROBOTS, body=F.when(fresh, F.col("body")), **times))
 
 
 def fetch_inputs(slice_rows: DataFrame, robots: DataFrame) -> DataFrame:
     """The engine's input for one slice: its URLs, plus the cached robots.txt of their hosts.
 
-    In: fetchlist rows (slot, url, url_key, host, depth); robots rows as :func:`engine_robots`
-    gives them. Out: slot, url, url_key, host, depth, robots (struct ENGINE_ROBOTS): one row
-    per URL with robots null, and one row per host of the slice that has a robots row (url
-    null). A robots row travels once per host rather than once per URL (it can be 500 KiB).
+    In: fetchlist rows (ENGINE_INPUT: slot, url, url_key, host, depth); robots rows as
+    :func:`engine_robots` gives them. Out: ENGINE_INPUT, robots (struct ENGINE_ROBOTS): one row
+    per URL with robots null, and one row per host of the slice that has a robots row (only
+    slot and host set). A robots row travels once per host rather than once per URL (it can be
+    500 KiB).
     """
-    urls = slice_rows.select(
-        "slot",
-        "url",
-        "url_key",
-        "host",
-        "depth",
-        F.lit(None).cast(ENGINE_ROBOTS).alias("robots"),
-    )
+    urls = slice_rows.select(*ENGINE_INPUT, F.lit(None).cast(ENGINE_ROBOTS).alias("robots"))
     hosts = slice_rows.select("host", "slot").distinct()
     cached = robots.join(hosts, on="host", how="inner").select(
-        "slot",
-        F.lit(None).cast("string").alias("url"),
-        F.lit(None).cast("long").alias("url_key"),
-        "host",
-        F.lit(None).cast("int").alias("depth"),
-        F.struct(*[F.col(f.name) for f in ENGINE_ROBOTS.fields]).alias("robots"),
+        *[
+            F.col(c) if c in ("slot", "host") else F.lit(None).cast(FETCHLIST[c].dataType).alias(c)
+            for c in ENGINE_INPUT
+        ],
+        F.struct(*ENGINE_ROBOTS.fieldNames()).alias("robots"),
     )
     return urls.unionByName(cached)
 
 
 def result_row(record: Mapping[str, Any]) -> tuple:
-    """One engine record (``crawllib.fetch.FETCH_KEYS`` or ``ROBOTS_KEYS``) as a RESULT_SCHEMA
-    tuple; numbers are coerced to the column types."""
+    """One engine record (``crawllib.records``) as a RESULT_SCHEMA tuple; numbers are coerced
+    to the column types."""
     values = dict(record)
-    if values.get("record") == "robots":
-        values["robots_body"] = values.pop("body", None)
+    if values.get("record") == Record.ROBOTS:
+        for key, column in ROBOTS_RENAMED.items():
+            values[column] = values.pop(key, None)
     out = []
     for name, convert in _RESULT_CONVERTERS:
         value = values.get(name)
@@ -143,7 +148,7 @@ def result_row(record: Mapping[str, Any]) -> tuple:
     return tuple(out)
 
 
-def partition_fetcher(cfg: Any) -> Callable[[Iterable[Row]], Iterator[tuple]]:
+def partition_fetcher(cfg: Config) -> Callable[[Iterable[Row]], Iterator[tuple]]:
     """The ``mapPartitions`` function: fetch_inputs rows of some slots -> RESULT_SCHEMA tuples.
 
     ``cfg`` travels in the closure, by value. Records are yielded as the engine produces them
@@ -159,27 +164,21 @@ def partition_fetcher(cfg: Any) -> Callable[[Iterable[Row]], Iterator[tuple]]:
             if row["url"] is None:
                 robots.append(row["robots"].asDict())
             else:
-                urls.append(
-                    {
-                        "url": row["url"],
-                        "url_key": row["url_key"],
-                        "host": row["host"],
-                        "depth": row["depth"],
-                        "slot": row["slot"],
-                    }
-                )
+                urls.append({c: row[c] for c in ENGINE_INPUT})
         if not urls:
             return
         stored = {r["host"] for r in robots}
         for record in fetch_rows(urls, cfg, robots):
-            if record["record"] == "robots":
-                record = {**record, "outcome": "refreshed" if record["host"] in stored else "new"}
-            yield result_row(record)
+            if record["record"] == Record.ROBOTS:
+                new = RobotsOutcome.REFRESHED if record["host"] in stored else RobotsOutcome.NEW
+                yield result_row({**record, "outcome": new})
+            else:
+                yield result_row(record)
 
     return fetch_partition
 
 
-def fetch_results(inputs: DataFrame, cfg: Any, partitions: int) -> DataFrame:
+def fetch_results(inputs: DataFrame, cfg: Config, partitions: int) -> DataFrame:
     """Fetch (lazily: when an action runs) every URL of :func:`fetch_inputs` rows.
 
     ``repartition(partitions, "slot")`` puts all rows of one slot (a host or a registered
@@ -190,30 +189,39 @@ def fetch_results(inputs: DataFrame, cfg: Any, partitions: int) -> DataFrame:
     return inputs.sparkSession.createDataFrame(rdd, RESULT_SCHEMA, verifySchema=False)
 
 
+def _table_columns(
+    table: StructType, renamed: Mapping[str, str] | None = None, **given: Column
+) -> list[Column]:
+    """Select list of `table`'s columns from RESULT_SCHEMA rows (``schemas.columns_of``): the
+    expression given for a column, else the result column of its name (or of
+    ``renamed[name]``), a timestamp converted from epoch seconds."""
+    for f in table.fields:
+        source = (renamed or {}).get(f.name, f.name)
+        if f.name in given:
+            continue
+        if isinstance(f.dataType, TimestampType):
+            given[f.name] = F.timestamp_seconds(F.col(source))
+        elif source != f.name:
+            given[f.name] = F.col(source)
+    return columns_of(table, **given)
+
+
 def _fetch_records(results: DataFrame) -> DataFrame:
-    return results.filter(F.col("record") == "fetch")
+    return results.filter(F.col("record") == Record.FETCH)
 
 
 def pages_from_results(results: DataFrame, gen: int, slice_: int) -> DataFrame:
     """Successful HTML fetches -> pages rows (content_hash: hex SHA-256 of the body)."""
     return (
         _fetch_records(results)
-        .filter((F.col("outcome") == "ok") & F.col("body").isNotNull())
+        .filter((F.col("outcome") == Outcome.OK) & F.col("body").isNotNull())
         .select(
-            F.lit(gen).alias("gen"),
-            F.lit(slice_).alias("slice"),
-            "url_key",
-            "url",
-            "host",
-            "depth",
-            F.timestamp_seconds("fetched_at").alias("fetched_at"),
-            "http_status",
-            "content_type",
-            "charset",
-            "headers",
-            "body",
-            "is_truncated",
-            F.sha2(F.col("body"), 256).alias("content_hash"),
+            *_table_columns(
+                PAGES,
+                gen=F.lit(gen),
+                slice=F.lit(slice_),
+                content_hash=F.sha2(F.col("body"), 256),
+            )
         )
     )
 
@@ -221,35 +229,12 @@ def pages_from_results(results: DataFrame, gen: int, slice_: int) -> DataFrame:
 def fetches_from_results(results: DataFrame, gen: int, slice_: int) -> DataFrame:
     """Every fetch record (failures and deferrals included) -> fetches rows."""
     return _fetch_records(results).select(
-        F.lit(gen).alias("gen"),
-        F.lit(slice_).alias("slice"),
-        "url_key",
-        "url",
-        "host",
-        "depth",
-        "outcome",
-        F.timestamp_seconds("fetched_at").alias("fetched_at"),
-        "http_status",
-        "error_kind",
-        "redirect_to",
-        "content_type",
-        "body_bytes",
-        "is_truncated",
-        "fetch_ms",
-        "ip",
-        "retry_after",
+        *_table_columns(FETCHES, gen=F.lit(gen), slice=F.lit(slice_))
     )
 
 
 def robots_from_results(results: DataFrame) -> DataFrame:
     """robots.txt records -> robots rows (one per host fetched)."""
-    return results.filter(F.col("record") == "robots").select(
-        "host",
-        F.timestamp_seconds("fetched_at").alias("fetched_at"),
-        "http_status",
-        F.col("robots_body").alias("body"),
-        "crawl_delay",
-        "sitemaps",
-        F.timestamp_seconds("expires_at").alias("expires_at"),
-        "error_kind",
+    return results.filter(F.col("record") == Record.ROBOTS).select(
+        *_table_columns(ROBOTS, renamed=ROBOTS_RENAMED)
     )

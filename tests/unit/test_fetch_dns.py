@@ -15,7 +15,6 @@ from crawllib.config import load_config, replace
 from crawllib.fetch.client import parse_content_type, parse_retry_after
 from crawllib.fetch.dns import ResolveError, Resolver, parse_overrides
 from crawllib.fetch.netsafety import address_problem, host_problem
-from crawllib.fetch.slots import Slot
 
 
 class Clock:
@@ -155,37 +154,3 @@ def test_parse_content_type_and_retry_after():
     assert parse_retry_after("120", 0) == 120.0
     assert parse_retry_after("Thu, 01 Jan 1970 00:02:00 GMT", 60.0) == 60.0
     assert parse_retry_after("soon", 0) is None
-
-
-def test_slot_delay_crawl_delay_and_backoff():
-    politeness = replace(load_config(), politeness__default_delay=0.5,
-                         politeness__max_crawl_delay=4.0).politeness  # fmt: skip
-    slot = Slot.from_config("h", politeness)
-    slot.set_crawl_delay(0.1)
-    assert slot.delay == 0.5
-    slot.set_crawl_delay(10)
-    assert slot.delay == 4.0
-    slot.crawl_delay = 0.0
-    for status, delay in [(500, 1.0), (503, 2.0), (429, 4.0), (500, 4.0), (200, 0.5), (404, 0.5)]:
-        slot.record_status(status)
-        assert slot.delay == delay
-
-
-def test_slot_turns_are_spaced_and_stop_at_the_deadline():
-    politeness = replace(
-        load_config(), politeness__default_delay=0.1, politeness__jitter=0.5
-    ).politeness
-
-    async def scenario():
-        loop = asyncio.get_running_loop()
-        slot = Slot.from_config("h", politeness, seed=1)
-        starts = []
-        for _ in range(4):
-            assert await slot.wait_turn(loop.time() + 10)
-            starts.append(loop.time())
-        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
-        assert all(0.1 <= g <= 0.25 for g in gaps), gaps
-        slot.push_back(5)
-        assert not await slot.wait_turn(loop.time() + 1)  # would start after the deadline
-
-    asyncio.run(scenario())

@@ -1,8 +1,13 @@
-"""Politeness of the fetch engine, read from the server's own request log."""
+"""Politeness of the fetch engine, read from the server's own request log.
+
+Gaps between one host's requests have lower bounds (the delay is never cut short); nothing
+here has a wall-clock upper bound, which a loaded machine could break. What a gap is at most
+(jitter, Crawl-delay cap, backoff, Retry-After) is checked exactly in fake time in
+test_fetch_slots.py; here it is shown by ratios between hosts of the same run and by the
+order of requests in the server's log.
+"""
 
 from __future__ import annotations
-
-import time
 
 from aiohttp import web
 from test_fetch_support import SLACK, LocalWeb, config, crawl, gaps, starts
@@ -12,6 +17,11 @@ EXACT = 0.001  # wall clock (fetched_at) against the loop's monotonic clock
 
 def overlapping(hits) -> bool:
     return any(b.start < a.end for a, b in zip(hits, hits[1:], strict=False))
+
+
+def span(hits) -> float:
+    """Seconds from a host's first request to its last."""
+    return hits[-1].start - hits[0].start
 
 
 def test_one_request_at_a_time_spaced_by_the_delay_robots_included():
@@ -39,7 +49,6 @@ def test_one_request_at_a_time_spaced_by_the_delay_robots_included():
             assert not overlapping(hits)
             assert min(gaps(starts(fetches, robots, h))) >= 0.25 - EXACT
             assert min(gaps(hits)) >= 0.25 - SLACK
-            assert max(gaps(hits)) <= 0.25 * 1.2 + 0.15 + 0.3  # jitter bounded by 20 %
 
 
 def test_crawl_delay_is_honoured_and_capped():
@@ -52,9 +61,7 @@ def test_crawl_delay_is_honoured_and_capped():
             politeness__default_delay=0.1,
             politeness__max_crawl_delay=0.3,
         )
-        t0 = time.monotonic()
         fetches, robots = crawl(urls, cfg)
-        elapsed = time.monotonic() - t0
         assert {r["outcome"] for r in fetches.values()} == {"ok"}
         assert {r["host"]: r["crawl_delay"] for r in robots} == {
             "slow.test": 0.45,
@@ -64,9 +71,10 @@ def test_crawl_delay_is_honoured_and_capped():
         assert min(gaps(starts(fetches, robots, "slow.test"))) >= 0.3 - EXACT
         assert min(gaps(starts(fetches, robots, "capped.test"))) >= 0.3 - EXACT
         assert min(gaps(server.hits_of("slow.test"))) >= 0.3 - SLACK
-        capped = gaps(server.hits_of("capped.test"))
-        assert min(capped) >= 0.3 - SLACK and max(capped) < 0.45
-    assert elapsed < 3
+        assert min(gaps(server.hits_of("capped.test"))) >= 0.3 - SLACK
+        # Both are cut to the same 0.3 s, so asking for 60 s takes no longer than asking for
+        # 0.45 s (uncut: 133 times longer). The hosts run side by side: a stall delays both.
+        assert span(server.hits_of("capped.test")) < 1.5 * span(server.hits_of("slow.test"))
 
 
 def test_hosts_are_fetched_concurrently():
@@ -74,9 +82,7 @@ def test_hosts_are_fetched_concurrently():
     with LocalWeb() as server:
         urls = [f"http://{h}/{i}" for h in hosts for i in range(4)]
         cfg = config(server.resolve(*hosts), politeness__default_delay=0.3)
-        t0 = time.monotonic()
         fetches, robots = crawl(urls, cfg)
-        elapsed = time.monotonic() - t0
         assert len(fetches) == 200 and len(robots) == 50
         assert {r["outcome"] for r in fetches.values()} == {"ok"}
         for h in hosts:
@@ -84,9 +90,11 @@ def test_hosts_are_fetched_concurrently():
             assert not overlapping(server.hits_of(h))
             # 50 requests at once queue in the in-process server: twice the usual slack
             assert min(gaps(server.hits_of(h))) >= 0.3 - 2 * SLACK
-    sequential = 50 * 4 * 0.3  # robots + 4 pages per host: 4 gaps of 0.3 s
-    assert elapsed < 0.5 * sequential
-    assert elapsed < 4 * 0.3 + 3.0
+        # All 50 at once: every host's first request came before any host's last one (one
+        # host after another, each first request would follow the previous host's last).
+        firsts = [server.hits_of(h)[0].start for h in hosts]
+        lasts = [server.hits_of(h)[-1].start for h in hosts]
+        assert max(firsts) < min(lasts)
 
 
 def test_max_hosts_in_flight_bounds_active_hosts():
@@ -129,7 +137,10 @@ def test_retry_after_pushes_the_next_request():
         assert gaps(server.hits_of("busy.test"))[-1] >= 0.6 - SLACK
         assert fetches["http://old.test/a"]["retry_after"] == 0.0
         assert fetches["http://long.test/a"]["retry_after"] == 3600.0
-        assert 0.6 - EXACT <= gaps(starts(fetches, robots, "long.test"))[-1] < 1.0
+        long_wait = gaps(starts(fetches, robots, "long.test"))[-1]
+        assert long_wait >= 0.6 - EXACT
+        # 3600 s is cut to the cap like busy.test's 1 s: the two hosts wait alike
+        assert long_wait < 1.5 * gaps(starts(fetches, robots, "busy.test"))[-1]
 
 
 def test_repeated_5xx_doubles_the_delay():
@@ -142,6 +153,7 @@ def test_repeated_5xx_doubles_the_delay():
             200
         ]
         g = gaps(starts(fetches, robots, "down.test"))  # robots, 0..4
-        assert [round(x, 1) for x in g] == [0.1, 0.2, 0.4, 0.8, 1.6]
         assert min(x - d for x, d in zip(g, [0.1, 0.2, 0.4, 0.8, 1.6], strict=True)) >= -EXACT
+        # doubled, not more: the longer gaps (least disturbed by load) grow by less than 3x
+        assert all(b < 3 * a for a, b in zip(g[2:], g[3:], strict=False))
         assert len(server.hits_of("down.test")) == 6

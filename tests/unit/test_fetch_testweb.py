@@ -141,11 +141,15 @@ def test_rate_limit_retry_after_delays_the_host(crawled):
 
 
 def test_slow_responses_time_out(crawled):
-    fetches, _, _, _ = crawled
+    fetches, _, _, cfg = crawled
+    took = []
     for path in ("/slow.html", "/trickle.html"):
         r = fetches[f"http://slow.net{path}"]
         assert (r["outcome"], r["error_kind"], r["body"]) == ("error", "timeout", None)
-        assert 900 <= r["fetch_ms"] < 2000
+        assert r["fetch_ms"] >= 900 * cfg.fetch.total_timeout  # waited for the timeout
+        took.append(r["fetch_ms"])
+    # A silent server and a trickling one are cut alike, at the one timeout
+    assert max(took) < 1.5 * min(took)
 
 
 def test_dropped_connections(crawled):

@@ -1,0 +1,92 @@
+"""The fetch engine's rows in and records out, declared once with their Python types.
+
+The engine (:mod:`crawllib.fetch`) takes :class:`FetchInput` rows and emits one
+:class:`FetchRecord` per row plus one :class:`RobotsRecord` per robots.txt it requested; the
+fetch stage's steps (:mod:`crawllib.transforms.fetch`) derive their Spark schema and select
+lists from these declarations and the tables of :mod:`crawllib.schemas`. A record is a plain
+dict at run time. Pure Python: no aiohttp (Spark-side modules import this), no Spark.
+
+A key that is also a table column has that column's meaning; times are epoch seconds (the
+tables hold timestamps). The ``record`` literals are the words of ``crawllib.vocab.Record``.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Literal, NotRequired, TypedDict
+
+
+class FetchInput(TypedDict):
+    """One URL to fetch: fetchlist columns. ``slot`` is the politeness key value (default:
+    the host); ``host`` defaults to the URL's."""
+
+    slot: NotRequired[str]
+    url: str
+    url_key: int
+    host: NotRequired[str]
+    depth: int
+
+
+class FetchRecord(TypedDict):
+    """What became of one input URL: exactly one per :class:`FetchInput` row.
+
+    url_key, url and depth are the input row's (None where it has none). ``outcome`` is a
+    ``crawllib.vocab.Outcome`` word, ``error_kind`` an ``ErrorKind`` (or ``BlockedKind``) word;
+    ``error_detail`` (the exception's text) is in no table.
+    """
+
+    record: Literal["fetch"]
+    url_key: int | None
+    url: str | None
+    host: str
+    depth: int | None
+    outcome: str
+    fetched_at: float
+    http_status: int | None
+    error_kind: str | None
+    error_detail: str | None
+    redirect_to: str | None
+    content_type: str | None
+    charset: str | None
+    headers: dict[str, str]
+    body: bytes | None
+    body_bytes: int
+    is_truncated: bool
+    fetch_ms: int
+    ip: str | None
+    retry_after: float | None
+
+
+class RobotsRecord(TypedDict):
+    """One host's robots.txt as fetched in this call: a row of the robots table."""
+
+    record: Literal["robots"]
+    host: str
+    fetched_at: float
+    http_status: int | None
+    body: str
+    crawl_delay: float | None
+    sitemaps: list[str]
+    expires_at: float
+    error_kind: str | None
+
+
+EngineRecord = FetchRecord | RobotsRecord
+
+
+def fields(declaration: type) -> dict[str, object]:
+    """Key -> type annotation of a record declaration, in declaration order."""
+    return typing.get_type_hints(declaration)
+
+
+def value_type(annotation: object) -> object:
+    """The type of a key's non-null values: ``int | None`` -> int, ``Literal["fetch"]`` -> str;
+    a generic (``dict[str, str]``) is returned as it is."""
+    if typing.get_origin(annotation) is Literal:
+        (value, *_) = typing.get_args(annotation)
+        return type(value)
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        (inner,) = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return value_type(inner)
+    return annotation

@@ -1,0 +1,176 @@
+"""The crawl's words: fetch outcomes, crawldb statuses, reasons, error kinds, stages and states.
+
+Every word a table holds or a stage tests for is spelled here once, as a plain string constant
+(plain ``str``, not an Enum: the values travel through pickled Spark rows and SQL text). Each
+class lists one column's vocabulary; ``words(cls)`` gives all its values in declaration order.
+Pure Python: the fetch engine and the Spark code both import it.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+
+def words(vocabulary: type) -> tuple[str, ...]:
+    """The values of a vocabulary class, in declaration order."""
+    return tuple(v for k, v in vars(vocabulary).items() if k.isupper() and isinstance(v, str))
+
+
+def sql_list(values: tuple[str, ...] | list[str]) -> str:
+    """``'a', 'b'``: words for an SQL ``IN (...)``; they are identifiers, never user text."""
+    return ", ".join(f"'{v}'" for v in values)
+
+
+class Outcome:
+    """``fetches.outcome``: what became of one URL in a fetch (see crawllib.fetch.engine)."""
+
+    OK: Final = "ok"
+    REDIRECT: Final = "redirect"
+    HTTP_ERROR: Final = "http_error"
+    ROBOTS_DENIED: Final = "robots_denied"
+    BLOCKED: Final = "blocked"
+    ERROR: Final = "error"
+    DEFERRED: Final = "deferred"
+
+
+class Status:
+    """``crawldb.status``: the state of a known URL (README, Tables)."""
+
+    QUEUED: Final = "queued"
+    FETCHED: Final = "fetched"
+    DUPLICATE: Final = "duplicate"
+    REDIRECTED: Final = "redirected"
+    GONE: Final = "gone"
+    FAILED: Final = "failed"
+    DEAD: Final = "dead"
+    ROBOTS_DENIED: Final = "robots_denied"
+    BLOCKED: Final = "blocked"
+    FILTERED: Final = "filtered"
+
+
+# Statuses of URLs still to fetch: plan takes them when due (next_gen).
+PENDING_STATUSES: Final = (Status.QUEUED, Status.FAILED)
+
+
+class FilterReason:
+    """``crawldb.reason`` of a ``filtered`` URL: which rule of plan dropped it."""
+
+    DEPTH: Final = "depth"
+    EXTENSION: Final = "extension"
+    LENGTH: Final = "length"
+    BUDGET: Final = "budget"
+
+
+class FrontierReason:
+    """``frontier.reason``: how a URL was found."""
+
+    SEED: Final = "seed"
+    LINK: Final = "link"
+    REDIRECT: Final = "redirect"
+
+
+class DuplicateKind:
+    """``texts.duplicate_kind``."""
+
+    EXACT: Final = "exact"
+    NEAR: Final = "near"
+
+
+class Record:
+    """The kinds of record the fetch engine yields."""
+
+    FETCH: Final = "fetch"
+    ROBOTS: Final = "robots"
+
+
+class RobotsOutcome:
+    """``outcome`` of a robots record: the host had no robots row yet, or its row had expired."""
+
+    NEW: Final = "new"
+    REFRESHED: Final = "refreshed"
+
+
+class ErrorKind:
+    """``fetches.error_kind`` (and ``robots.error_kind``) words the code decides on.
+
+    Network-safety kinds of ``blocked`` rows are :class:`BlockedKind`.
+    """
+
+    # error: the request failed
+    DNS: Final = "dns"
+    CONNECT: Final = "connect"
+    CONNECT_TIMEOUT: Final = "connect_timeout"
+    SSL: Final = "ssl"
+    TIMEOUT: Final = "timeout"
+    DISCONNECTED: Final = "disconnected"
+    BAD_RESPONSE: Final = "bad_response"
+    DECOMPRESSED_TOO_LARGE: Final = "decompressed_too_large"
+    DECODE_ERROR: Final = "decode_error"
+    UNSUPPORTED_ENCODING: Final = "unsupported_encoding"
+    INVALID_URL: Final = "invalid_url"
+    CLIENT_ERROR: Final = "client_error"
+    INTERNAL: Final = "internal"
+    # http_error / redirect without a usable target
+    NO_LOCATION: Final = "no_location"
+    BAD_LOCATION: Final = "bad_location"
+    # robots_denied because robots.txt could not be read (retryable)
+    ROBOTS_UNAVAILABLE: Final = "robots_unavailable"
+    # blocked before any request
+    SCHEME: Final = "scheme"
+    RESOLVE_ONLY: Final = "resolve_only"
+    # deferred: not attempted in this fetch
+    DEADLINE: Final = "deadline"
+    MAX_URLS_PER_HOST: Final = "max_urls_per_host"
+    HOST_UNREACHABLE: Final = "host_unreachable"
+    # robots.txt fetch only
+    TOO_MANY_REDIRECTS: Final = "too_many_redirects"
+    BLOCKED_REDIRECT: Final = "blocked_redirect"
+    # robots.txt fetch only: the host a redirect led to is down (a HOST_DOWN_KINDS kind there)
+    REDIRECT_DNS: Final = "redirect_dns"
+    REDIRECT_CONNECT: Final = "redirect_connect"
+    REDIRECT_CONNECT_TIMEOUT: Final = "redirect_connect_timeout"
+    REDIRECT_SSL: Final = "redirect_ssl"
+
+
+class BlockedKind:
+    """``error_kind`` of a ``blocked`` row refused by network safety (crawllib.fetch.netsafety):
+    the address, or the literal host, is one the crawler must not contact."""
+
+    METADATA_ADDRESS: Final = "metadata_address"
+    LOOPBACK_ADDRESS: Final = "loopback_address"
+    LINK_LOCAL_ADDRESS: Final = "link_local_address"
+    MULTICAST_ADDRESS: Final = "multicast_address"
+    UNSPECIFIED_ADDRESS: Final = "unspecified_address"
+    PRIVATE_ADDRESS: Final = "private_address"
+    RESERVED_ADDRESS: Final = "reserved_address"
+
+
+BLOCKED_KINDS: Final = words(BlockedKind)
+
+
+# Failures another attempt would only repeat: the URL is dead at once.
+PERMANENT_ERRORS: Final = (ErrorKind.DECOMPRESSED_TOO_LARGE,)
+# Connection-level failures: the host is down rather than the URL broken.
+HOST_DOWN_KINDS: Final = frozenset(
+    {ErrorKind.DNS, ErrorKind.CONNECT, ErrorKind.CONNECT_TIMEOUT, ErrorKind.SSL}
+)
+
+
+class Stage:
+    """The stages of a generation, in order (``generations.stage``)."""
+
+    PLAN: Final = "plan"
+    FETCH: Final = "fetch"
+    PARSE: Final = "parse"
+    UPDATE: Final = "update"
+
+
+STAGES: Final = words(Stage)
+
+
+class StageState:
+    """``generations.state`` of a stage run."""
+
+    RUNNING: Final = "running"
+    DONE: Final = "done"
+    FAILED: Final = "failed"

@@ -1,0 +1,173 @@
+"""Politeness slots in fake time: exact gaps, jitter, Crawl-delay cap, backoff, Retry-After.
+
+A slot reads and sleeps on its clock; here a :class:`FakeClock` whose sleep advances virtual
+seconds at once, so every gap is checked exactly and no test waits. The engine tests
+(test_fetch_politeness.py) show the same rules on the wire, with lower bounds only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Coroutine
+from typing import Any
+
+import pytest
+
+from crawllib.config import load_config, replace
+from crawllib.fetch.client import Fetched
+from crawllib.fetch.engine import _Run
+from crawllib.fetch.slots import Slot
+from crawllib.vocab import Outcome
+
+TINY = 1e-9  # float rounding of sums of virtual seconds
+
+
+class FakeClock:
+    """Virtual monotonic seconds; ``sleep`` advances them at once and never suspends."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+        self.slept: list[float] = []
+
+    def time(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def done(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine that must finish without suspending (no real wait, no event loop)."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    coro.close()
+    raise AssertionError("the slot waited on something other than its clock")
+
+
+def politeness(**changes: Any):
+    base = {"politeness__jitter": 0.0}
+    base.update({f"politeness__{k}": v for k, v in changes.items()})
+    return replace(load_config(), **base).politeness
+
+
+def slot_of(clock: FakeClock, seed: int | None = 1, **changes: Any) -> Slot:
+    return Slot.from_config("h", politeness(**changes), seed=seed, clock=clock)
+
+
+def turn(slot: Slot, clock: FakeClock, deadline: float = math.inf) -> float:
+    """Take the slot's next turn; the virtual time it starts."""
+    assert done(slot.wait_turn(deadline))
+    return clock.now
+
+
+def gaps_of(starts: list[float]) -> list[float]:
+    return [b - a for a, b in zip(starts, starts[1:], strict=False)]
+
+
+def test_slot_delay_crawl_delay_and_backoff():
+    slot = Slot.from_config("h", politeness(default_delay=0.5, max_crawl_delay=4.0))
+    slot.set_crawl_delay(0.1)
+    assert slot.delay == 0.5
+    slot.set_crawl_delay(10)
+    assert slot.delay == 4.0
+    slot.crawl_delay = 0.0
+    for status, delay in [(500, 1.0), (503, 2.0), (429, 4.0), (500, 4.0), (200, 0.5), (404, 0.5)]:
+        slot.record_status(status)
+        assert slot.delay == delay
+
+
+def test_turns_are_spaced_by_the_delay_plus_at_most_the_jitter():
+    clock = FakeClock()
+    slot = slot_of(clock, default_delay=0.25, jitter=0.2)
+    first = clock.now
+    starts = [turn(slot, clock) for _ in range(200)]
+    assert starts[0] == first  # the first turn is at once
+    gaps = gaps_of(starts)
+    assert all(0.25 - TINY <= g <= 0.25 * 1.2 + TINY for g in gaps), (min(gaps), max(gaps))
+    assert max(gaps) - min(gaps) > 0.25 * 0.2 * 0.5  # jitter is drawn per gap, not fixed
+    assert sum(clock.slept) == pytest.approx(starts[-1] - first)  # time passed only in sleeps
+    assert slot.requests == 200
+
+
+def test_a_turn_past_the_deadline_is_refused_at_once():
+    clock = FakeClock()
+    slot = slot_of(clock, default_delay=0.1, jitter=0.5)
+    starts = [turn(slot, clock, clock.now + 10) for _ in range(4)]
+    assert all(0.1 - TINY <= g <= 0.15 + TINY for g in gaps_of(starts))
+    slot.push_back(5)
+    before = (clock.now, slot.last_start, slot.requests)
+    assert not done(slot.wait_turn(clock.now + 1))  # would start after the deadline
+    assert (clock.now, slot.last_start, slot.requests) == before  # no wait, nothing claimed
+    assert turn(slot, clock, clock.now + 10) == pytest.approx(before[0] + 5)
+
+
+def test_crawl_delay_is_capped_by_max_crawl_delay():
+    for crawl_delay, gap in [(60, 0.3), (0.45, 0.3), (0.2, 0.2), (0.05, 0.1), (None, 0.1)]:
+        clock = FakeClock()
+        slot = slot_of(clock, default_delay=0.1, max_crawl_delay=0.3)
+        slot.set_crawl_delay(crawl_delay)
+        starts = [turn(slot, clock) for _ in range(4)]
+        assert gaps_of(starts) == pytest.approx([gap] * 3), crawl_delay
+
+
+def test_each_5xx_doubles_the_next_gap_until_an_answer_resets_it():
+    clock = FakeClock()
+    slot = slot_of(clock, default_delay=0.1)
+    starts = []
+    for status in [404, 500, 500, 500, 500, 200, 200]:  # robots.txt, 4 failures, 2 pages
+        starts.append(turn(slot, clock))
+        slot.record_status(status)
+    assert gaps_of(starts) == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 0.1])
+
+
+def test_retry_after_pushes_the_next_turn():
+    clock = FakeClock()
+    slot = slot_of(clock, default_delay=0.1)
+    t0 = turn(slot, clock)
+    slot.push_back(0.6)
+    t1 = turn(slot, clock)
+    slot.push_back(0.0)  # a Retry-After date in the past: the delay alone
+    t2 = turn(slot, clock)
+    assert [t1 - t0, t2 - t1] == pytest.approx([0.6, 0.1])
+
+
+def test_the_gap_counts_from_when_the_request_left():
+    clock = FakeClock()
+    slot = slot_of(clock, default_delay=0.1)
+    t0 = turn(slot, clock)
+    clock.now += 0.05  # DNS, connect, TLS
+    slot.sent()
+    assert turn(slot, clock) == pytest.approx(t0 + 0.05 + 0.1)
+
+
+def test_the_engine_caps_retry_after_and_backs_off():
+    cfg = replace(
+        load_config(),
+        politeness__default_delay=0.1,
+        politeness__jitter=0.0,
+        fetch__retry_after_cap=0.6,
+    )
+
+    async def scenario() -> list[float]:
+        run = _Run(cfg, (), lambda record: None, time.time)
+        try:
+            out = []
+            for retry_after in (3600.0, 0.4, None):
+                clock = FakeClock()
+                slot = Slot.from_config("h", cfg.politeness, clock=clock)
+                t0 = turn(slot, clock)
+                got = Fetched(Outcome.HTTP_ERROR, http_status=503, retry_after=retry_after)
+                run._after(slot, got)
+                out += [turn(slot, clock) - t0, slot.delay]
+            return out
+        finally:
+            await run.resolver.close()
+
+    waited = asyncio.run(scenario())
+    # (wait, delay): Retry-After 3600 waits the cap, 0.4 is honoured, none: the doubled delay
+    assert waited == pytest.approx([0.6, 0.2, 0.4, 0.2, 0.2, 0.2])

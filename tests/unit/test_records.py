@@ -1,0 +1,201 @@
+"""The engine's records (crawllib.records) and the tables (crawllib.schemas) stay in step.
+
+The declarations are checked against the tables' StructTypes (pyspark types only, no
+SparkSession), and a real engine run against a loopback server is checked against the
+declarations: each record has exactly the declared keys, with values of the declared types
+and words of the vocabulary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import typing
+
+from aiohttp import web
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructType,
+    TimestampType,
+)
+from test_fetch_support import LocalWeb, RawServer, config, row
+
+from crawllib.fetch import fetch_rows
+from crawllib.fetch.client import Fetched
+from crawllib.fetch.robots_fetch import REDIRECT_DOWN_KINDS
+from crawllib.records import FetchInput, FetchRecord, RobotsRecord, fields, value_type
+from crawllib.schemas import FETCHES, FETCHLIST, PAGES, ROBOTS
+from crawllib.transforms.fetch import (
+    ENGINE_INPUT,
+    ENGINE_ROBOTS,
+    RESULT_SCHEMA,
+    ROBOTS_RENAMED,
+    engine_type,
+    result_row,
+)
+from crawllib.vocab import BLOCKED_KINDS, HOST_DOWN_KINDS, ErrorKind, Outcome, Record, words
+
+S = StringType()
+# Python type of a record value -> the Spark column types that can hold it (a float time is
+# epoch seconds, the tables' timestamp)
+COLUMN_TYPES: dict[object, tuple[type[DataType], ...]] = {
+    int: (IntegerType, LongType),
+    float: (DoubleType, TimestampType),
+    str: (StringType,),
+    bool: (BooleanType,),
+    bytes: (BinaryType,),
+}
+GENERIC_COLUMNS: dict[object, DataType] = {dict[str, str]: MapType(S, S), list[str]: ArrayType(S)}
+
+
+def fits(annotation: object, dtype: DataType) -> bool:
+    """Whether values of a record key's annotation can be a column of type ``dtype``."""
+    python = value_type(annotation)
+    if python in GENERIC_COLUMNS:
+        return dtype == GENERIC_COLUMNS[python]
+    return isinstance(dtype, COLUMN_TYPES[python])
+
+
+def assert_columns_are_keys(declaration: type, table: StructType, besides: set[str]) -> None:
+    keys = fields(declaration)
+    for f in table.fields:
+        if f.name in besides:
+            continue
+        assert f.name in keys, f"{f.name} is not a {declaration.__name__} key"
+        assert fits(keys[f.name], f.dataType), (f.name, keys[f.name], f.dataType)
+
+
+def test_every_fetches_column_but_gen_and_slice_is_a_fetch_record_key():
+    assert_columns_are_keys(FetchRecord, FETCHES, {"gen", "slice"})
+
+
+def test_every_pages_column_but_gen_slice_and_content_hash_is_a_fetch_record_key():
+    assert_columns_are_keys(FetchRecord, PAGES, {"gen", "slice", "content_hash"})
+
+
+def test_a_robots_record_is_a_robots_row():
+    assert list(fields(RobotsRecord)) == ["record", *ROBOTS.fieldNames()]
+    assert_columns_are_keys(RobotsRecord, ROBOTS, set())
+
+
+def test_fetch_record_keys_beyond_the_tables():
+    assert set(fields(FetchRecord)) - {*FETCHES.fieldNames(), *PAGES.fieldNames()} == {
+        "record",
+        "error_detail",
+    }
+
+
+def test_the_engine_input_is_fetchlist_columns():
+    assert ENGINE_INPUT == tuple(fields(FetchInput))
+    for key, annotation in fields(FetchInput).items():
+        assert fits(annotation, FETCHLIST[key].dataType), key
+
+
+def test_record_kinds_are_the_vocabulary():
+    kinds = [typing.get_args(fields(d)["record"]) for d in (FetchRecord, RobotsRecord)]
+    assert kinds == [(Record.FETCH,), (Record.ROBOTS,)]
+    assert words(Record) == (Record.FETCH, Record.ROBOTS)
+
+
+def test_a_request_result_is_a_fetch_record_without_the_row_identity():
+    identity = {"record", "url_key", "url", "host", "depth", "fetched_at"}
+    record = {k: v for k, v in fields(FetchRecord).items() if k not in identity}
+    assert typing.get_type_hints(Fetched) == record
+
+
+def test_result_schema_holds_every_table_column_in_engine_types():
+    for table, besides, renamed in [
+        (FETCHES, {"gen", "slice"}, {}),
+        (PAGES, {"gen", "slice", "content_hash"}, {}),
+        (ROBOTS, set(), ROBOTS_RENAMED),
+    ]:
+        for f in table.fields:
+            if f.name not in besides:
+                column = RESULT_SCHEMA[renamed.get(f.name, f.name)]
+                assert column.dataType == engine_type(f.dataType), f.name
+    assert ENGINE_ROBOTS.fieldNames() == list(fields(RobotsRecord))[1:]
+    assert RESULT_SCHEMA["fetched_at"].dataType == ENGINE_ROBOTS["expires_at"].dataType
+
+
+def test_redirect_down_kinds_cover_the_host_down_kinds():
+    assert set(REDIRECT_DOWN_KINDS) == HOST_DOWN_KINDS
+    assert set(REDIRECT_DOWN_KINDS.values()) <= set(words(ErrorKind))
+
+
+def test_spark_side_modules_never_import_aiohttp():
+    code = (
+        "import sys, crawllib.records, crawllib.transforms.fetch\n"
+        "assert 'aiohttp' not in sys.modules, 'aiohttp imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+SPARK_VALUES: dict[type[DataType], type] = {
+    IntegerType: int,
+    LongType: int,
+    DoubleType: float,
+    StringType: str,
+    BooleanType: bool,
+    BinaryType: bytes,
+    MapType: dict,
+    ArrayType: list,
+}
+
+
+def assert_record_is_declared(record: dict, declaration: type) -> None:
+    declared = fields(declaration)
+    assert set(record) == set(declared), set(record) ^ set(declared)
+    for key, value in record.items():
+        annotation = declared[key]
+        if value is None:
+            assert type(None) in typing.get_args(annotation), f"{key} is None"
+            continue
+        python = value_type(annotation)
+        origin = typing.get_origin(python) or python
+        assert isinstance(value, origin), (key, value)
+        if origin in (dict, list):
+            items = value.items() if origin is dict else [value]
+            assert all(isinstance(v, str) for kv in items for v in kv), (key, value)
+    for value, column in zip(result_row(record), RESULT_SCHEMA.fields, strict=True):
+        assert value is None or isinstance(value, SPARK_VALUES[type(column.dataType)]), column
+
+
+def test_a_real_run_emits_exactly_the_declared_records():
+    async def moved(request: web.Request) -> web.Response:
+        return web.Response(status=302, headers={"Location": "/ok"})
+
+    with RawServer(lambda r, w: asyncio.sleep(0)) as raw:
+        closed = raw.port  # nothing listens there once the server is gone
+    with LocalWeb() as server:
+        server.text("a.test", "/robots.txt", "User-agent: *\nDisallow: /no\nCrawl-delay: 0.05\n")
+        server.text("a.test", "/missing", "gone", status=404)
+        server.route("a.test", "/moved", moved)
+        # one URL of a.test more than max_urls_per_host: the last is deferred
+        a_test = ["http://a.test/ok", "http://a.test/missing", "http://a.test/moved",
+                  "http://a.test/no/x", "ftp://a.test/x", "http://a.test/more"]  # fmt: skip
+        urls = [*a_test, "http://down.test/"]
+        cfg = config(
+            {**server.resolve("a.test"), "down.test": f"127.0.0.1:{closed}"},
+            fetch__max_urls_per_host=len(a_test) - 1,
+        )
+        records = list(fetch_rows([row(u) for u in urls], cfg))
+    fetches = [r for r in records if r["record"] == Record.FETCH]
+    robots = [r for r in records if r["record"] == Record.ROBOTS]
+    assert sorted(r["url"] for r in fetches) == sorted(urls)
+    assert {r["host"] for r in robots} == {"a.test", "down.test"}
+    assert {r["outcome"] for r in fetches} == set(words(Outcome))  # every outcome, once at least
+    for r in fetches:
+        assert_record_is_declared(r, FetchRecord)
+        assert r["error_kind"] in {None, *words(ErrorKind), *BLOCKED_KINDS}
+    for r in robots:
+        assert_record_is_declared(r, RobotsRecord)
+        assert r["error_kind"] in {None, *words(ErrorKind)}
