@@ -11,9 +11,8 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from crawllib.config import ConfigError, load_config
+from crawllib.config import Config, ConfigError, load_config
 from crawllib.errors import StageOrderError
 
 log = logging.getLogger("crawllib")
@@ -29,7 +28,7 @@ def command(name: str, help_text: str, add_args: Callable[[argparse.ArgumentPars
     return register
 
 
-def _crawl_session(cfg: Any, root: str):
+def _crawl_session(cfg: Config, root: str):
     """The SparkSession, once ROOT is known to be a crawl root (else a clear error)."""
     from crawllib import tables
     from crawllib.session import get_spark
@@ -58,7 +57,7 @@ def _sql_args(p: argparse.ArgumentParser) -> None:
 
 
 @command("init", "create the crawl tables under ROOT (idempotent)", _root)
-def cmd_init(args: argparse.Namespace, cfg: Any) -> int:
+def cmd_init(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import tables
     from crawllib.session import get_spark
 
@@ -73,11 +72,11 @@ def cmd_init(args: argparse.Namespace, cfg: Any) -> int:
 
 
 @command("seed", "add seed URLs to the frontier of the next generation", _seed_args)
-def cmd_seed(args: argparse.Namespace, cfg: Any) -> int:
+def cmd_seed(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import generations, seeding
 
     spark = _crawl_session(cfg, args.root)
-    gen = generations.next_seed_gen(spark, args.root)
+    gen = generations.next_seed_gen(generations.stage_states(spark, args.root))
     report = seeding.seed(spark, args.root, args.file, cfg, gen)
     for r in report.rejected:
         print(f"{r.where}: invalid seed {r.text!r}: {r.reason}", file=sys.stderr)
@@ -90,7 +89,7 @@ def cmd_seed(args: argparse.Namespace, cfg: Any) -> int:
 
 
 @command("sql", "run SQL over the crawl tables (each visible by its name)", _sql_args)
-def cmd_sql(args: argparse.Namespace, cfg: Any) -> int:
+def cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import tables
     from crawllib.output import WRITERS
 
@@ -127,19 +126,19 @@ def _gen_arg(text: str) -> int | str:
 
 
 def _stage_command(stage: str) -> Callable[..., int]:
-    def run(args: argparse.Namespace, cfg: Any) -> int:
+    def run(args: argparse.Namespace, cfg: Config) -> int:
         from crawllib import generations, pipeline
 
         spark = _crawl_session(cfg, args.root)
         if args.gen == "next":
-            args.gen = pipeline.due_gen(generations.stage_states(spark, args.root), stage)
-        counts = pipeline.run_stage(spark, args.root, cfg, args.gen, stage, force=args.force)
-        if counts is None:
+            args.gen = generations.due_gen(generations.stage_states(spark, args.root), stage)
+        result = pipeline.run_stage(spark, args.root, cfg, args.gen, stage, force=args.force)
+        if result is None:
             print(f"generation {args.gen} {stage}: already done; nothing to do (--force reruns it)")
         else:
             print(
                 f"generation {args.gen} {stage}: done "
-                + " ".join(f"{k}={v}" for k, v in counts.items())
+                + " ".join(f"{k}={v}" for k, v in result.as_counts().items())
             )
         return 0
 
@@ -161,7 +160,7 @@ def _generation_args(p: argparse.ArgumentParser) -> None:
 
 
 @command("generation", "run all four stages of one generation", _generation_args)
-def cmd_generation(args: argparse.Namespace, cfg: Any) -> int:
+def cmd_generation(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import pipeline
 
     spark = _crawl_session(cfg, args.root)
@@ -179,7 +178,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
 
 
 @command("run", "init if needed, seed, then run generations", _run_args)
-def cmd_run(args: argparse.Namespace, cfg: Any) -> int:
+def cmd_run(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import pipeline
     from crawllib.session import get_spark
 
@@ -195,14 +194,14 @@ def cmd_run(args: argparse.Namespace, cfg: Any) -> int:
 
 
 @command("status", "print each generation's stages: state, time, counts, items/s", _root)
-def cmd_status(args: argparse.Namespace, cfg: Any) -> int:
-    from crawllib import generations
+def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib import pipeline
     from crawllib.output import write_table
 
     spark = _crawl_session(cfg, args.root)
     write_table(
         ["gen", "stage", "state", "seconds", "items/s", "counts"],
-        generations.status_rows(spark, args.root),
+        pipeline.status_rows(spark, args.root),
     )
     return 0
 
@@ -221,7 +220,7 @@ def _export_warc_args(p: argparse.ArgumentParser) -> None:
     "write generation N's pages as WARC 1.1 files (request, response, metadata records)",
     _export_warc_args,
 )
-def cmd_export_warc(args: argparse.Namespace, cfg: Any) -> int:
+def cmd_export_warc(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import export
 
     spark = _crawl_session(cfg, args.root)
@@ -249,7 +248,7 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
 
 
 @command("demo", "crawl the built-in test web on 127.0.0.1 and show the results", _demo_args)
-def cmd_demo(args: argparse.Namespace, cfg: Any) -> int:
+def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import progress
     from crawllib.demo import run_demo
 

@@ -8,10 +8,10 @@ import os
 import shutil
 import sys
 import time
-from typing import Any
 
 from crawllib import config as config_mod
 from crawllib import pipeline, tables
+from crawllib.config import Config
 from crawllib.output import write_table
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ FROM texts GROUP BY host ORDER BY pages DESC LIMIT 8
 """
 
 
-def demo_config(cfg: Any, resolve: dict[str, str]) -> Any:
+def demo_config(cfg: Config, resolve: dict[str, str]) -> Config:
     """The user's config with what the demo needs: the test web's resolve map, quick politeness."""
     return config_mod.replace(
         cfg,
@@ -56,7 +56,9 @@ def demo_config(cfg: Any, resolve: dict[str, str]) -> Any:
     )
 
 
-def run_demo(cfg: Any, root: str, generations: int = 3, hosts: int = 12, fresh: bool = True) -> int:
+def run_demo(
+    cfg: Config, root: str, generations: int = 3, hosts: int = 12, fresh: bool = True
+) -> int:
     from crawllib.session import get_spark
     from crawllib.testing import WebSpec, serve_in_thread
 

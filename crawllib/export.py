@@ -17,6 +17,8 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from crawllib import tables, warc
+from crawllib.config import Config
+from crawllib.vocab import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,7 @@ class ExportResult:
 def fetch_facts(fetches: DataFrame, gen: int) -> DataFrame:
     """In: ``fetches``. Out: url_key, ip, fetch_ms of the latest ``ok`` fetch of gen per URL."""
     return (
-        fetches.where((F.col("gen") == gen) & (F.col("outcome") == "ok"))
+        fetches.where((F.col("gen") == gen) & (F.col("outcome") == Outcome.OK))
         .groupBy("url_key")
         .agg(
             F.max_by("ip", "fetched_at").alias("ip"),
@@ -104,7 +106,7 @@ def _with_progress(captures: Iterable[warc.Capture], gen: int) -> Iterator[warc.
 def export_warc(
     spark: SparkSession,
     root: str,
-    cfg: Any,
+    cfg: Config,
     gen: int,
     out_dir: str,
     max_bytes: int | None = None,

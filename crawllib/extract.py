@@ -14,8 +14,9 @@ Choices:
   footer, ads) are exact duplicates. A page where trafilatura finds no main text gets
   ``text`` "" and null fingerprints (an empty text duplicates nothing); that is not an error.
 - The title is the <title> (else og:title, else the first <h1>), the language the primary
-  subtag of <html lang> (else Content-Language): read from the lxml tree directly, because
-  trafilatura's metadata pass (date detection included) adds about half to the extraction time.
+  subtag of <html lang> (else <meta http-equiv=content-language>): read from the lxml tree
+  directly, because trafilatura's metadata pass (date detection included) is costly and
+  computes what is not kept.
 - An unclosed <title> is closed before the next tag: parsers (browsers too) would otherwise
   read the whole page as the title and find neither text nor links.
 - Links come from lxml (fast and tolerant of broken HTML): every ``<a href>``, resolved against
@@ -36,6 +37,7 @@ from typing import Any
 import lxml.html
 import trafilatura
 
+from crawllib.config import Config
 from crawllib.hashing import content_hash, simhash64
 from crawllib.urls import InvalidURL, normalize_url
 
@@ -63,7 +65,7 @@ class ExtractError(ValueError):
     """A page with nothing to extract (no body at all)."""
 
 
-def extract_page(body: bytes | None, url: str, charset: str | None, cfg: Any) -> dict[str, Any]:
+def extract_page(body: bytes | None, url: str, charset: str | None, cfg: Config) -> dict[str, Any]:
     """Extract one HTML page.
 
     In: the raw body, the page's (normalised) URL, the charset of its Content-Type header (or

@@ -9,49 +9,72 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import importlib
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from crawllib import generations, progress, seeding, tables
+from crawllib.config import Config
 from crawllib.errors import StageOrderError
-from crawllib.transforms.plan import PENDING_STATUSES, with_filter_reason
+from crawllib.generations import States
+from crawllib.stages import fetch, parse, plan, update
+from crawllib.stages.base import StageResult, StageRun
+from crawllib.vocab import STAGES, Stage, StageState
 
 log = logging.getLogger(__name__)
 
+RUNNERS: dict[str, Callable[[StageRun], StageResult]] = {
+    Stage.PLAN: plan.run,
+    Stage.FETCH: fetch.run,
+    Stage.PARSE: parse.run,
+    Stage.UPDATE: update.run,
+}
+RESULTS: dict[str, type[StageResult]] = {
+    Stage.PLAN: plan.PlanResult,
+    Stage.FETCH: fetch.FetchResult,
+    Stage.PARSE: parse.ParseResult,
+    Stage.UPDATE: update.UpdateResult,
+}
 
-def prerequisite(gen: int, stage: str) -> tuple[int, str] | None:
-    i = generations.STAGES.index(stage)
-    if i > 0:
-        return gen, generations.STAGES[i - 1]
-    return (gen - 1, "update") if gen > 0 else None
+
+def should_run(states: States, gen: int, stage: str, force: bool = False) -> bool:
+    """Whether ``stage`` of ``gen`` runs now: False when it is already done (and not forced);
+    StageOrderError when its prerequisite is not done; ValueError for an unknown stage."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; stages are: {', '.join(STAGES)}")
+    if states.get((gen, stage)) == StageState.DONE and not force:
+        return False
+    before = generations.prerequisite(gen, stage)
+    if before and states.get(before) != StageState.DONE:
+        raise StageOrderError(
+            f"cannot run {stage} of generation {gen}: {before[1]} of generation {before[0]} is not done"
+        )
+    return True
 
 
 @dataclasses.dataclass(frozen=True)
 class Started:
     """A stage run whose ``running`` row is already committed, with its predecessor's
-    ``done`` row (`run_generation` chains its stages so), and that predecessor's counts."""
+    ``done`` row (`run_generation` chains its stages so), and that predecessor's result."""
 
     gen: int
     stage: str
     at: dt.datetime
-    fresh: bool
-    before: dict[str, int] | None = None
+    first: bool
+    previous: StageResult
 
 
 def run_stage(
     spark: SparkSession,
     root: str,
-    cfg: Any,
+    cfg: Config,
     gen: int,
     stage: str,
     force: bool = False,
-    states: dict[tuple[int, str], str] | None = None,
-) -> dict | None:
+    states: States | None = None,
+) -> StageResult | None:
     """Run one stage of one generation; None when it was already done (and not forced).
 
     ``states`` (``generations.stage_states``), when the caller has just read them, spares a
@@ -63,102 +86,60 @@ def run_stage(
 def _run_stage(
     spark: SparkSession,
     root: str,
-    cfg: Any,
+    cfg: Config,
     gen: int,
     stage: str,
     force: bool = False,
-    states: dict[tuple[int, str], str] | None = None,
+    states: States | None = None,
     started: Started | None = None,
     then: str | None = None,
-) -> tuple[dict | None, Started | None]:
+) -> tuple[StageResult | None, Started | None]:
     """`run_stage`, plus: ``started``, this run's running row as the previous stage's done
     commit recorded it; ``then``, a stage of the same generation to start next, whose running
     row goes into this stage's done commit (it is returned as the next call's ``started``).
     """
-    if stage not in generations.STAGES:
-        raise ValueError(f"unknown stage {stage!r}; stages are: {', '.join(generations.STAGES)}")
     if states is None:
         states = generations.stage_states(spark, root)
-    if states.get((gen, stage)) == "done" and not force:
+    if not should_run(states, gen, stage, force):
         log.info("gen %d %s: already done, skipped", gen, stage)
         return None, None
-    before = prerequisite(gen, stage)
-    if before and states.get(before) != "done":
-        raise StageOrderError(
-            f"cannot run {stage} of generation {gen}: {before[1]} of generation {before[0]} is not done"
-        )
-    module = importlib.import_module(f"crawllib.stages.{stage}")
-    extra: dict[str, Any] = {}
     if started is not None and (started.gen, started.stage) == (gen, stage):
-        at, fresh = started.at, started.fresh
-        if stage == "fetch":  # plan's counts spare fetch a query of the fetchlist
-            extra["plan"] = started.before
+        at = started.at
+        run = StageRun(spark, root, cfg, gen, first=started.first, previous=started.previous)
     else:
         # Never started before: no table holds rows of this stage run yet, so the stage may
         # append where a rerun has to replace. "running" is recorded before the stage writes.
-        at, fresh = dt.datetime.now(dt.UTC).replace(tzinfo=None), (gen, stage) not in states
-        generations.record(spark, root, gen, stage, "running", at)
-    states[(gen, stage)] = "running"
+        at = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        run = StageRun(spark, root, cfg, gen, first=(gen, stage) not in states)
+        generations.record(spark, root, gen, stage, StageState.RUNNING, at)
+    states[(gen, stage)] = StageState.RUNNING
     t0 = time.monotonic()
     log.info("gen %d %s: started", gen, stage)
     try:
-        counts = module.run(spark, root, cfg, gen, fresh=fresh, **extra)
+        result = RUNNERS[stage](run)
     except BaseException:
-        generations.record(spark, root, gen, stage, "failed", at)
-        states[(gen, stage)] = "failed"
+        generations.record(spark, root, gen, stage, StageState.FAILED, at)
+        states[(gen, stage)] = StageState.FAILED
         raise
-    chain = bool(then) and states.get((gen, then)) != "done"
-    finished = generations.record(
-        spark, root, gen, stage, "done", at, counts, then=(gen, then) if chain else None
-    )
-    states[(gen, stage)] = "done"
     following = None
-    if chain:
-        following = Started(gen, then, finished, (gen, then) not in states, counts)
-        states[(gen, then)] = "running"
-    log.info("gen %d %s: done in %.1fs %s", gen, stage, time.monotonic() - t0, counts)
-    return counts, following
-
-
-def due_gen(states: dict[tuple[int, str], str], stage: str) -> int:
-    """The generation a stage should run next: its prerequisite done, itself not done."""
-    if stage == "plan":
-        return generations.next_gen(states)
-    before = generations.STAGES[generations.STAGES.index(stage) - 1]
-    ready = sorted(
-        g
-        for (g, s), st in states.items()
-        if s == before and st == "done" and states.get((g, stage)) != "done"
+    chain = (gen, then) if then and states.get((gen, then)) != StageState.DONE else None
+    finished = generations.record(
+        spark, root, gen, stage, StageState.DONE, at, result.as_counts(), then=chain
     )
-    if ready:
-        return ready[0]
-    done = [g for (g, s), st in states.items() if s == stage and st == "done"]
-    return max(done) if done else 0  # already done: run_stage will say so
-
-
-def pending_urls(spark: SparkSession, root: str, cfg: Any, gen: int) -> int:
-    """URLs still to fetch: queued or failed in crawldb (due now or later), or new in gen's
-    frontier and not filtered by plan's URL rules (depth, extension, length).
-
-    A frontier holding only URLs past crawl.max_depth is the usual end of a crawl: planning it
-    would only mark them filtered, at the cost of a whole generation of fixed costs. They stay
-    in the frontier, so a later run with a larger max_depth plans them.
-    """
-    crawldb = tables.read(spark, root, "crawldb")
-    due = crawldb.filter(F.col("status").isin(*PENDING_STATUSES)).count()
-    if due:
-        return due
-    frontier = tables.read(spark, root, "frontier").filter(F.col("gen") == gen)
-    plannable = with_filter_reason(frontier, cfg).where(F.col("filter_reason").isNull())
-    return plannable.join(crawldb.select("url_key"), on="url_key", how="left_anti").count()
+    states[(gen, stage)] = StageState.DONE
+    if chain:
+        following = Started(gen, chain[1], finished, chain not in states, result)
+        states[chain] = StageState.RUNNING
+    log.info("gen %d %s: done in %.1fs %s", gen, stage, time.monotonic() - t0, result)
+    return result, following
 
 
 def run_generation(
     spark: SparkSession,
     root: str,
-    cfg: Any,
+    cfg: Config,
     gen: int | None = None,
-    states: dict[tuple[int, str], str] | None = None,
+    states: States | None = None,
 ) -> int:
     """Run every stage of one generation (the next due when gen is None); return its number.
 
@@ -171,13 +152,14 @@ def run_generation(
     if gen is None:
         gen = generations.next_gen(states)
     started = None
-    for i, stage in enumerate(generations.STAGES, start=1):
-        then = generations.STAGES[i] if i < len(generations.STAGES) else None
-        counts, started = _run_stage(
+    for i, stage in enumerate(STAGES, start=1):
+        then = STAGES[i] if i < len(STAGES) else None
+        result, started = _run_stage(
             spark, root, cfg, gen, stage, states=states, started=started, then=then
         )
-        figures = {k: v for k, v in (counts or {}).items() if k in _SHOWN}
-        progress.report(f"gen {gen}", i, len(generations.STAGES), **figures)
+        counts = result.as_counts() if result else {}
+        figures = {k: v for k, v in counts.items() if k in _SHOWN}
+        progress.report(f"gen {gen}", i, len(STAGES), **figures)
     return gen
 
 
@@ -197,7 +179,7 @@ _SHOWN = (
 
 
 def run_crawl(
-    spark: SparkSession, root: str, cfg: Any, seeds: str | None, generations_wanted: int
+    spark: SparkSession, root: str, cfg: Config, seeds: str | None, generations_wanted: int
 ) -> list[int]:
     """Init if needed, seed, then run generations until ``generations_wanted`` are done.
 
@@ -207,23 +189,23 @@ def run_crawl(
     created = tables.init_tables(spark, root)
     if created:
         log.info("initialised crawl root %s", tables.normalize_root(root))
+    # Read once: from here on this process is the one recording stage runs, and
+    # run_generation keeps the dict up to date.
+    states = generations.stage_states(spark, root)
     if seeds:
-        report = seeding.seed(spark, root, seeds, cfg, generations.next_seed_gen(spark, root))
+        report = seeding.seed(spark, root, seeds, cfg, generations.next_seed_gen(states))
         for r in report.rejected:
             log.warning("%s: invalid seed %r: %s", r.where, r.text, r.reason)
         log.info(
             "seeds: %d valid, %d new, %d invalid", report.valid, report.added, len(report.rejected)
         )
     ran = []
-    # Read once: from here on this process is the one recording stage runs, and
-    # run_generation keeps the dict up to date.
-    states = generations.stage_states(spark, root)
     while True:
         gen = generations.next_gen(states)
         if gen >= generations_wanted:
             break
-        partly_done = any((gen, s) in states for s in generations.STAGES)
-        if not partly_done and pending_urls(spark, root, cfg, gen) == 0:
+        partly_done = any((gen, s) in states for s in STAGES)
+        if not partly_done and not plan.has_work(spark, root, cfg, gen):
             log.info(
                 "gen %d: nothing left to fetch (its frontier holds only known URLs, or URLs "
                 "past crawl.max_depth or filtered); the crawl is complete",
@@ -233,3 +215,21 @@ def run_crawl(
         run_generation(spark, root, cfg, gen, states=states)
         ran.append(gen)
     return ran
+
+
+def status_rows(spark: SparkSession, root: str) -> list[tuple]:
+    """One row per (gen, stage), its latest run: gen, stage, state, seconds, items per second
+    (of the stage's throughput count), counts. For `crawl status`."""
+    order = {s: i for i, s in enumerate(STAGES)}
+    out = []
+    latest = generations.latest_runs(spark, root)
+    for (gen, stage), r in sorted(
+        latest.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9))
+    ):
+        result_type = RESULTS.get(stage)
+        items = r.counts.get(result_type.THROUGHPUT) if result_type else None
+        rate = round(items / r.seconds, 1) if items is not None and r.seconds else None
+        summary = ", ".join(f"{k}={v}" for k, v in sorted(r.counts.items()) if v)
+        seconds = round(r.seconds, 1) if r.seconds is not None else None
+        out.append((gen, stage, r.state, seconds, rate, summary))
+    return out

@@ -12,12 +12,14 @@ import dataclasses
 import logging
 import os
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from crawllib import tables
+from crawllib.config import Config
+from crawllib.schemas import FRONTIER, columns_of
+from crawllib.transforms.plan import queued_rows
 from crawllib.urls import (
     InvalidURL,
     host_of,
@@ -26,6 +28,7 @@ from crawllib.urls import (
     url_extension,
     url_key,
 )
+from crawllib.vocab import FrontierReason
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,7 @@ class SeedReport:
     rejected: list[Rejected] = dataclasses.field(default_factory=list)
 
 
-def check_url(text: str, cfg: Any) -> tuple[str | None, str | None]:
+def check_url(text: str, cfg: Config) -> tuple[str | None, str | None]:
     """(normalised URL, None) or (None, reason) for one candidate URL."""
     try:
         url = normalize_url(text)
@@ -89,7 +92,7 @@ def is_text_file(path: str) -> bool:
     return os.path.isfile(path) and not path.endswith((".csv", ".parquet"))
 
 
-def seed(spark: SparkSession, root: str, path: str, cfg: Any, gen: int) -> SeedReport:
+def seed(spark: SparkSession, root: str, path: str, cfg: Config, gen: int) -> SeedReport:
     """Normalise, dedup and write seeds as frontier rows of ``gen`` plus queued crawldb rows."""
     if not os.path.exists(path) and "://" not in path:
         raise FileNotFoundError(f"seed file {path} does not exist")
@@ -120,41 +123,23 @@ def seed(spark: SparkSession, root: str, path: str, cfg: Any, gen: int) -> SeedR
     if not report.added:
         new.unpersist()
         return report
-    now = F.current_timestamp()
     frontier = new.select(
-        F.lit(gen).alias("gen"),
-        "url",
-        "url_key",
-        "host",
-        "domain",
-        F.lit(0).alias("depth"),
-        F.lit(None).cast("string").alias("source_url"),
-        F.lit("seed").alias("reason"),
-        now.alias("discovered_at"),
+        *columns_of(
+            FRONTIER,
+            gen=F.lit(gen),
+            depth=F.lit(0),
+            source_url=F.lit(None),
+            reason=F.lit(FrontierReason.SEED),
+            discovered_at=F.current_timestamp(),
+        )
     )
     # Frontier first, crawldb second: a crash in between leaves URLs that a rerun seeds again,
     # and the anti-join on the frontier rows of gen keeps them from being queued twice. Two
-    # appends, not MERGEs (a MERGE costs about three appends): the URLs are new to crawldb,
+    # appends, not MERGEs (a MERGE costs several appends): the URLs are new to crawldb,
     # and the frontier gets only what it does not hold (a URL a link already queued keeps
     # its link row).
     queued = tables.read(spark, root, "frontier").where(F.col("gen") == gen).select("url_key")
     tables.append(frontier.join(queued, on="url_key", how="left_anti"), root, "frontier")
-    crawldb = new.select(
-        "url_key",
-        "url",
-        "host",
-        "domain",
-        F.lit("queued").alias("status"),
-        F.lit("seed").alias("reason"),
-        F.lit(0).alias("attempts"),
-        F.lit(0).alias("depth"),
-        F.lit(gen).alias("first_gen"),
-        F.lit(None).cast("int").alias("last_gen"),
-        F.lit(gen).alias("next_gen"),
-        F.lit(None).cast("int").alias("http_status"),
-        F.lit(None).cast("string").alias("content_hash"),
-        now.alias("updated_at"),
-    )
-    tables.append(crawldb, root, "crawldb")
+    tables.append(queued_rows(frontier, gen), root, "crawldb")
     new.unpersist()
     return report

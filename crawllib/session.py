@@ -12,7 +12,6 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +33,7 @@ def cached_jars(jars_cache: str) -> list[str] | None:
     return sorted(glob.glob(str(jar_dir / "*.jar")))
 
 
-def spark_conf(cfg: Any) -> dict[str, str]:
+def spark_conf(cfg: Config) -> dict[str, str]:
     """Every Spark setting the crawler needs, from the config (no side effects)."""
     s = cfg.spark
     conf = {
@@ -70,7 +69,7 @@ def spark_conf(cfg: Any) -> dict[str, str]:
     return conf
 
 
-def get_spark(cfg: Any):
+def get_spark(cfg: Config):
     """Build (or return the running) SparkSession configured from cfg."""
     from pyspark.sql import SparkSession
 
@@ -92,7 +91,7 @@ def get_spark(cfg: Any):
     return spark
 
 
-def fetch_jars(cfg: Any) -> list[str]:
+def fetch_jars(cfg: Config) -> list[str]:
     """Make sure the Delta jars are cached (downloading them once); return their paths."""
     jars = cached_jars(cfg.spark.jars_cache)
     if jars or cfg.spark.delta_jars != "download":
@@ -107,7 +106,7 @@ def fetch_jars(cfg: Any) -> list[str]:
 
 
 if __name__ == "__main__":
-    from crawllib.config import load_config
+    from crawllib.config import Config, load_config
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for path in fetch_jars(load_config()):

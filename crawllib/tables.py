@@ -1,8 +1,9 @@
 """The only code that reads or writes the Delta tables under a crawl root.
 
 A crawl root is a local folder or an ``s3a://``/``s3://`` URI; each table is the folder
-``ROOT/<name>``. Every write here is safe to retry: partition replacement with ``replaceWhere``,
-or MERGE with a deduplicated source.
+``ROOT/<name>``. Writes: ``replaceWhere`` (replaces exactly the rows of a condition, safe to
+retry), MERGE with a deduplicated source, and plain appends, which the callers make safe to
+retry (an anti-join against what is stored, a txn id, or a rule that only a first run appends).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.util import inheritable_thread_target
 
 from crawllib.schemas import TABLES
@@ -41,8 +42,7 @@ def init_tables(spark: SparkSession, root: str) -> list[str]:
     """Create every table that does not exist yet (idempotent); return the names created.
 
     The tables are created from one thread each: every creation is a few small driver-side
-    steps, so in parallel they take 1.6 s instead of 3.8 s. (In a new JVM both take about 12 s:
-    that is class loading and JIT, which threads do not share out.)
+    steps, which overlap.
     """
 
     def create(name: str) -> bool:
@@ -60,10 +60,6 @@ def init_tables(spark: SparkSession, root: str) -> list[str]:
     return [name for name, new in zip(TABLES, made, strict=True) if new]
 
 
-def exists(spark: SparkSession, root: str) -> bool:
-    return all(DeltaTable.isDeltaTable(spark, table_path(root, n)) for n in TABLES)
-
-
 def require(spark: SparkSession, root: str) -> None:
     missing = [n for n in TABLES if not DeltaTable.isDeltaTable(spark, table_path(root, n))]
     if missing:
@@ -77,6 +73,14 @@ def read(spark: SparkSession, root: str, name: str) -> DataFrame:
     return spark.read.format("delta").load(table_path(root, name))
 
 
+def one_row(df: DataFrame) -> Row:
+    """The row of a one-row result (an aggregate without grouping): one action."""
+    row = df.first()
+    if row is None:
+        raise ValueError("expected one row, got none")
+    return row
+
+
 def register_views(spark: SparkSession, root: str) -> None:
     """Make every table queryable in SQL by its name (SELECT count(*) FROM frontier)."""
     for name in TABLES:
@@ -84,7 +88,7 @@ def register_views(spark: SparkSession, root: str) -> None:
 
 
 # One SQL expression per column: a single py4j call per write, where building Column objects
-# took three per column (0.1 s a write, and a generation makes about twenty).
+# takes three per column.
 _CONFORM = {
     name: [f"CAST(`{f.name}` AS {f.dataType.simpleString()}) AS `{f.name}`" for f in schema.fields]
     for name, (schema, _) in TABLES.items()
@@ -113,16 +117,13 @@ def append(
     writer.save(table_path(root, name))
 
 
-def replace_where(df: DataFrame, root: str, name: str, condition: str, fresh: bool = False) -> None:
+def replace_where(df: DataFrame, root: str, name: str, condition: str) -> None:
     """Replace exactly the rows matching condition (e.g. "gen = 3") with df: rerun-safe.
 
-    fresh: the caller knows no row matches (the first run of its stage, see
-    `crawllib.pipeline.run_stage`), so df is appended: a replaceWhere costs about three
-    appends (it rebuilds the table's snapshot to find the files it replaces).
+    It rebuilds the table's snapshot to find the files it replaces, so it costs more than an
+    append: a stage run that has nothing of its own to replace appends instead
+    (`crawllib.stages.base.StageRun.replace_own`).
     """
-    if fresh:
-        append(df, root, name)
-        return
     (
         _conform(df, name)
         .write.format("delta")

@@ -68,7 +68,7 @@ def _normalize(url: str, base: str | None) -> str:
 
 
 # Pages of a site repeat their navigation links: parse meets the same resolved URL again and
-# again (most of a page's links on the test web), and normalising costs ~26 us. Bounded, so a
+# again (most of a page's links on the test web), and normalising is worth caching. Bounded, so a
 # worker holds at most a few MB of it (URLs past crawl.max_url_length are rare).
 @functools.lru_cache(maxsize=8192)
 def _normalize_absolute(url: str) -> str:

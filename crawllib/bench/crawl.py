@@ -28,9 +28,10 @@ from crawllib.bench.procs import ProcessTree
 from crawllib.bench.stages import bench_config
 from crawllib.testing import WebSpec
 from crawllib.testing.site import regular_host_name
+from crawllib.vocab import Outcome, Stage, StageState
 
 # Fetch outcomes that sent a request (robots_denied, blocked and deferred did not).
-REQUESTED = ("ok", "redirect", "http_error", "error")
+REQUESTED = (Outcome.OK, Outcome.REDIRECT, Outcome.HTTP_ERROR, Outcome.ERROR)
 
 
 def bench_crawl(
@@ -115,7 +116,7 @@ def stage_seconds(spark: SparkSession, root: str) -> dict[str, float]:
     """Seconds spent in each stage over the whole crawl (done runs)."""
     rows = (
         tables.read(spark, root, "generations")
-        .where(F.col("state") == "done")
+        .where(F.col("state") == StageState.DONE)
         .groupBy("stage")
         .agg(F.sum("seconds").alias("seconds"))
         .collect()
@@ -131,7 +132,7 @@ def crawl_figures(spark: SparkSession, root: str, delay: float) -> tuple[float, 
         fetches.groupBy("gen", "host")
         .agg(
             F.count_if(F.col("outcome").isin(*REQUESTED)).alias("requests"),
-            F.count_if(F.col("outcome") == "ok").alias("ok"),
+            F.count_if(F.col("outcome") == Outcome.OK).alias("ok"),
         )
         .join(first_gen, on="host", how="inner")
         # robots.txt: fetched once per host, in its first generation (cached afterwards)
@@ -149,12 +150,11 @@ def crawl_figures(spark: SparkSession, root: str, delay: float) -> tuple[float, 
         .collect()
     )
     ideal = sum(max(0, r["busiest"] - 1) * delay for r in per_gen)
-    fetch_s = (
+    fetch_s = tables.one_row(
         tables.read(spark, root, "generations")
-        .where((F.col("stage") == "fetch") & (F.col("state") == "done"))
+        .where((F.col("stage") == Stage.FETCH) & (F.col("state") == StageState.DONE))
         .agg(F.sum("seconds"))
-        .first()[0]
-    )
+    )[0]
     return ideal, fetch_s, sum(r["ok"] for r in per_gen), sum(r["requests"] for r in per_gen)
 
 
@@ -181,16 +181,16 @@ def fetch_timeline(spark: SparkSession, root: str, delay: float) -> dict[str, fl
     )
     stages = (
         tables.read(spark, root, "generations")
-        .where((F.col("stage") == "fetch") & (F.col("state") == "done"))
+        .where((F.col("stage") == Stage.FETCH) & (F.col("state") == StageState.DONE))
         .groupBy("gen")
         .agg(F.max(epoch["started_at"]).alias("start"), F.max(epoch["finished_at"]).alias("end"))
     )
     spans = per_gen.join(stages, on="gen", how="inner").collect()
-    gaps = (
-        per_host.where(F.col("n") > 1)
-        .agg(F.avg((F.col("last") - F.col("first")) / (F.col("n") - 1)))
-        .first()[0]
-    )
+    gaps = tables.one_row(
+        per_host.where(F.col("n") > 1).agg(
+            F.avg((F.col("last") - F.col("first")) / (F.col("n") - 1))
+        )
+    )[0]
     return {
         "before_s": sum(r["first"] - r["start"] for r in spans),
         "requests_s": sum(r["last"] - r["first"] for r in spans),

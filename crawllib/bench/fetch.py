@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from crawllib.config import load_config, replace
+from crawllib.config import Config, load_config, replace
 from crawllib.fetch import fetch_rows
 from crawllib.testing import WebSpec, serve_in_thread
 from crawllib.testing.site import regular_host_name
@@ -113,7 +113,7 @@ def page_rows(hosts: int, pages: int) -> list[dict]:
     ]
 
 
-def engine_config(cfg: Any, resolve: dict[str, str], hosts: int) -> Any:
+def engine_config(cfg: Config, resolve: dict[str, str], hosts: int) -> Config:
     """cfg reaching only the test web, no jitter, every host in flight at once."""
     return replace(
         cfg,
@@ -124,7 +124,7 @@ def engine_config(cfg: Any, resolve: dict[str, str], hosts: int) -> Any:
     )
 
 
-def run_engine(rows: list[dict], cfg: Any, server_pid: int | None) -> dict[str, Any]:
+def run_engine(rows: list[dict], cfg: Config, server_pid: int | None) -> dict[str, Any]:
     """One ``fetch_rows`` call: pages, wall, engine_ms / server_ms (CPU per page), outcomes."""
     outcomes: Counter[str] = Counter()
     fetch_ms: list[int] = []

@@ -122,7 +122,7 @@ def _measure(spark: SparkSession, root: str, size: int, regular_hosts: int) -> d
         start = _peaks().peak_rss["python_workers"]
         with ProcessTree() as tree:
             t0 = time.monotonic()
-            counts = pipeline.run_stage(spark, root, cfg, 0, "fetch")
+            result = pipeline.run_stage(spark, root, cfg, 0, "fetch")
             fetch_s = time.monotonic() - t0
     figures = tree.figures()
     fetched = _fetch_rows(spark, root, (BIG_URL, BOMB_URL))
@@ -135,7 +135,7 @@ def _measure(spark: SparkSession, root: str, size: int, regular_hosts: int) -> d
         "worker_start": start,
         "worker_carried": carried,
         "hwm_reset": hwm_reset,
-        "pages": (counts or {}).get("pages", 0),
+        "pages": result.as_counts().get("pages", 0) if result else 0,
         "big_outcome": describe(fetched.get(BIG_URL)),
         "bomb_outcome": describe(fetched.get(BOMB_URL)),
         "big_fetch": fetched.get(BIG_URL),

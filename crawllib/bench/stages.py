@@ -19,8 +19,10 @@ from pyspark.sql import functions as F
 from crawllib import config, pipeline, seeding, tables
 from crawllib.bench.fetch import engine_config, page_rows, page_urls, run_engine, web_server
 from crawllib.bench.procs import ProcessTree
+from crawllib.config import Config
 from crawllib.extract import close_unclosed_title, decode_html
 from crawllib.testing import WebSpec
+from crawllib.vocab import Status
 
 SPARK_OVERRIDES = [
     "spark.master=local[2]",
@@ -31,12 +33,12 @@ SPARK_OVERRIDES = [
 ]
 
 
-def bench_config() -> Any:
+def bench_config() -> Config:
     """The config every benchmark starts from: Spark local[2], no DNS."""
     return config.load_config(overrides=SPARK_OVERRIDES)
 
 
-def new_crawl(spark: SparkSession, work: str, name: str, cfg: Any, urls: list[str]) -> str:
+def new_crawl(spark: SparkSession, work: str, name: str, cfg: Config, urls: list[str]) -> str:
     """A fresh crawl root ``work/name`` seeded with ``urls`` (generation 0)."""
     root = os.path.join(work, name)
     os.makedirs(root, exist_ok=False)
@@ -48,11 +50,11 @@ def new_crawl(spark: SparkSession, work: str, name: str, cfg: Any, urls: list[st
     return root
 
 
-def timed_stage(spark: SparkSession, root: str, cfg: Any, gen: int, stage: str) -> dict:
+def timed_stage(spark: SparkSession, root: str, cfg: Config, gen: int, stage: str) -> dict:
     """Run one stage; its counts plus ``seconds`` (wall, bookkeeping included)."""
     t0 = time.perf_counter()
-    counts = pipeline.run_stage(spark, root, cfg, gen, stage) or {}
-    return {**counts, "seconds": time.perf_counter() - t0}
+    result = pipeline.run_stage(spark, root, cfg, gen, stage)
+    return {**(result.as_counts() if result else {}), "seconds": time.perf_counter() - t0}
 
 
 def bench_fetch_and_parse(
@@ -100,7 +102,7 @@ def bench_fetch_and_parse(
     }
 
 
-def bare_trafilatura(spark: SparkSession, root: str, cfg: Any) -> dict[str, float]:
+def bare_trafilatura(spark: SparkSession, root: str, cfg: Config) -> dict[str, float]:
     """trafilatura alone, in this process, over the pages the parse stage read: pages per CPU
     second = pages per second on one core. Decoding is outside the timed loop."""
     rows = tables.read(spark, root, "pages").select("url", "body", "charset").collect()
@@ -165,7 +167,7 @@ def fill_crawldb(spark: SparkSession, root: str, n: int) -> None:
         url.alias("url"),
         F.format_string("filler%d.net", F.col("id") % 1000).alias("host"),
         F.format_string("filler%d.net", F.col("id") % 1000).alias("domain"),
-        F.lit("fetched").alias("status"),
+        F.lit(Status.FETCHED).alias("status"),
         F.lit(None).cast("string").alias("reason"),
         F.lit(1).alias("attempts"),
         F.lit(1).alias("depth"),

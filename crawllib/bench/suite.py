@@ -21,13 +21,13 @@ from crawllib.bench.procs import mib
 
 REPORT = "docs/benchmarks.md"
 
-FULL = {
+FULL: dict[str, dict[str, Any]] = {
     "crawl": {"hosts": 100, "pages": 300, "seed_pages": 150, "max_depth": 1, "delay": 0.2},
     "ceiling": {"hosts": 200, "pages": 50},
     "fixed": {"sizes": (1_000, 100_000), "hosts": 20},
     "memory": {"body_sizes": (4 * 2**20, 40 * 2**20), "regular_hosts": 20},
 }
-QUICK = {
+QUICK: dict[str, dict[str, Any]] = {
     "crawl": {"hosts": 6, "pages": 20, "seed_pages": 10, "max_depth": 1, "delay": 0.05},
     "ceiling": {"hosts": 6, "pages": 10},
     "fixed": {"sizes": (100, 1_000), "hosts": 3},
@@ -54,11 +54,27 @@ def main(args: argparse.Namespace) -> None:
     print(report)
     if args.out:
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        notes = kept_notes(args.out)
         with open(args.out, "w", encoding="utf-8") as fh:
-            fh.write(report)
+            fh.write(report + ("\n" + notes if notes else ""))
 
 
-def run_all(work: str, sizes: dict[str, dict], scrapy: bool = True) -> dict[str, Any]:
+# The report's hand-written part: measurements made once, by hand, behind design choices.
+NOTES_HEADING = "## Measurements behind design choices"
+
+
+def kept_notes(path: str) -> str:
+    """The section of the existing report from NOTES_HEADING on, which a new run keeps."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        return ""
+    at = text.find(NOTES_HEADING)
+    return text[at:] if at >= 0 else ""
+
+
+def run_all(work: str, sizes: dict[str, dict[str, Any]], scrapy: bool = True) -> dict[str, Any]:
     from crawllib.bench.crawl import bench_crawl
     from crawllib.bench.memory import bench_memory
     from crawllib.bench.stages import bench_config, bench_fetch_and_parse, bench_fixed_cost

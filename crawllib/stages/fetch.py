@@ -7,8 +7,8 @@ to the table, MERGEd by host when an expired row is refreshed), and last appends
 commit each, so a slice is in fetches whole or not at all. A rerun skips committed slices; a
 crash loses at most the slice in flight, and its rerun reuses the robots.txt already written
 and replaces (replaceWhere gen/slice) the pages the crashed run left of that slice. Appends,
-not a replaceWhere every time: a replaceWhere costs 1.8 s against 0.56 s for an append (it
-rebuilds the table's snapshot to find the files it replaces), twice per slice.
+not a replaceWhere every time: a replaceWhere rebuilds the table's snapshot to find the files
+it replaces, so it costs several appends, and a slice makes two such writes.
 """
 
 from __future__ import annotations
@@ -16,14 +16,18 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Any
+from collections import Counter
+from typing import ClassVar
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawllib import progress, tables
+from crawllib.config import Config
 from crawllib.schemas import ROBOTS
+from crawllib.stages.base import StageResult, StageRun
+from crawllib.stages.plan import PlanResult
 from crawllib.transforms.fetch import (
     engine_robots,
     fetch_inputs,
@@ -32,38 +36,71 @@ from crawllib.transforms.fetch import (
     pages_from_results,
     robots_from_results,
 )
+from crawllib.vocab import Outcome, Record, RobotsOutcome, words
 
 log = logging.getLogger(__name__)
 
-OUTCOMES = ("ok", "redirect", "http_error", "robots_denied", "blocked", "error", "deferred")
+
+@dataclasses.dataclass(frozen=True)
+class FetchResult(StageResult):
+    """urls, slices: the generation's fetchlist; slices_skipped: slices committed before this
+    run; ok .. deferred (fetches rows by outcome) and pages: the generation's rows after this
+    run (a rerun reports the same totals); robots_fetched and seconds_fetching: this run's
+    network work."""
+
+    THROUGHPUT: ClassVar[str] = "urls"
+
+    urls: int
+    slices: int
+    slices_skipped: int
+    ok: int
+    redirect: int
+    http_error: int
+    robots_denied: int
+    blocked: int
+    error: int
+    deferred: int
+    pages: int
+    robots_fetched: int
+    seconds_fetching: int
 
 
-def run(
-    spark: SparkSession,
-    root: str,
-    cfg: Any,
-    gen: int,
-    fresh: bool = False,
-    plan: dict[str, int] | None = None,
-) -> dict[str, int]:
-    """Fetch every slice of fetchlist gen ``gen`` not yet in fetches; return the counts.
+@dataclasses.dataclass(frozen=True)
+class Stored:
+    """Fetches rows by outcome, and pages rows: of a slice, or of a whole generation."""
 
-    urls, slices: the generation's fetchlist; slices_skipped: slices committed before this
-    run; ok .. deferred and pages: the generation's fetches and pages rows after this run (a
-    rerun reports the same totals); robots_fetched and seconds_fetching: this run's network
-    work.
+    outcomes: Counter[str]
+    pages: int
 
-    fresh: this stage run is the generation's first (`crawllib.pipeline.run_stage`): no slice
-    can be committed yet, so fetches and pages are not read.
-    plan: the counts of the plan run that wrote this fetchlist, when it finished in this
-    process just before (`crawllib.pipeline.run_generation`); with ``fresh`` they stand in for
-    the query that lists the fetchlist's slices (1.3-1.6 s).
+    def __add__(self, other: Stored) -> Stored:
+        return Stored(self.outcomes + other.outcomes, self.pages + other.pages)
+
+
+@dataclasses.dataclass(frozen=True)
+class SliceDone:
+    """A committed slice: its URLs, the robots.txt records fetched, the rows it stored, the
+    seconds spent fetching (the persisted results' first evaluation) and ``ended``
+    (``time.monotonic()`` after its last request)."""
+
+    urls: int
+    robots: int
+    stored: Stored
+    seconds: float
+    ended: float
+
+
+def run(run: StageRun) -> FetchResult:
+    """Fetch every slice of fetchlist gen ``run.gen`` not yet in fetches.
+
+    A first run chained after plan (``run.previous``) lists the slices from plan's counts
+    instead of querying the fetchlist.
     """
-    fetchlist = tables.read(spark, root, "fetchlist").filter(F.col("gen") == gen)
+    spark, root, cfg, gen = run.spark, run.root, run.cfg, run.gen
+    fetchlist = run.read("fetchlist").filter(F.col("gen") == gen)
     listing = (
-        planned_slices(plan)
-        if fresh and plan is not None
-        else stored_slices(spark, root, gen, fetchlist, fresh)
+        planned_slices(run.previous)
+        if run.first and isinstance(run.previous, PlanResult)
+        else stored_slices(spark, root, gen, fetchlist, nothing_stored=run.first)
     )
     log.info(
         "fetch gen %d: %d URLs in %d slices, %d already committed",
@@ -75,15 +112,16 @@ def run(
     robots_fetched = 0
     seconds = 0.0
     urls_done = 0
-    outcomes = dict.fromkeys((*OUTCOMES, "pages"), 0)  # summed over this run's slices
+    stored = Stored(Counter(), 0)  # summed over this run's slices
     last_request_by = None
     for i, r in enumerate(listing.todo, start=1):
         if last_request_by is not None:
             wait_between_slices(spark, root, cfg, fetchlist, r.slice, last_request_by)
         done = fetch_slice(spark, root, cfg, gen, r.slice, r.slots, fetchlist, r.has_pages)
-        last_request_by = done["ended"]
-        robots_fetched += done["robots"]
-        seconds += done["seconds"]
+        last_request_by = done.ended
+        robots_fetched += done.robots
+        seconds += done.seconds
+        ok = done.stored.outcomes[Outcome.OK]
         log.info(
             "fetch gen %d: slice %d/%d (slice %d): %d URLs, %d pages in %.1fs (%.1f pages/s), "
             "%d robots.txt",
@@ -91,38 +129,36 @@ def run(
             i,
             len(listing.todo),
             r.slice,
-            done["urls"],
-            done["outcomes"]["ok"],
-            done["seconds"],
-            done["outcomes"]["ok"] / done["seconds"] if done["seconds"] > 0 else 0.0,
-            done["robots"],
+            done.urls,
+            ok,
+            done.seconds,
+            ok / done.seconds if done.seconds > 0 else 0.0,
+            done.robots,
         )
-        urls_done += done["urls"]
-        for key, n in done["outcomes"].items():
-            outcomes[key] += n
+        urls_done += done.urls
+        stored += done.stored
         progress.report(
             f"fetch gen {gen}",
             urls_done,
             listing.urls_todo,
-            pages=outcomes["ok"],
-            pages_per_s=round(outcomes["ok"] / seconds, 1) if seconds > 0 else 0.0,
-            errors=outcomes["http_error"] + outcomes["error"],
+            pages=stored.outcomes[Outcome.OK],
+            pages_per_s=round(stored.outcomes[Outcome.OK] / seconds, 1) if seconds > 0 else 0.0,
+            errors=stored.outcomes[Outcome.HTTP_ERROR] + stored.outcomes[Outcome.ERROR],
         )
-    counts = {
-        "urls": listing.urls,
-        "slices": listing.slices,
-        "slices_skipped": listing.slices - len(listing.todo),
-        # This run wrote every slice: its own counts are the stored ones, no table to re-read.
-        **(
-            outcomes
-            if len(listing.todo) == listing.slices
-            else generation_outcomes(spark, root, gen)
-        ),
-        "robots_fetched": robots_fetched,
-        "seconds_fetching": round(seconds),
-    }
-    log.info("fetch gen %d: %s", gen, counts)
-    return counts
+    # This run wrote every slice: its own counts are the stored ones, no table to re-read.
+    if len(listing.todo) != listing.slices:
+        stored = generation_stored(spark, root, gen)
+    result = FetchResult(
+        urls=listing.urls,
+        slices=listing.slices,
+        slices_skipped=listing.slices - len(listing.todo),
+        **{outcome: stored.outcomes[outcome] for outcome in words(Outcome)},
+        pages=stored.pages,
+        robots_fetched=robots_fetched,
+        seconds_fetching=round(seconds),
+    )
+    log.info("fetch gen %d: %s", gen, result)
+    return result
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,10 +183,11 @@ class Slices:
 
 
 def stored_slices(
-    spark: SparkSession, root: str, gen: int, fetchlist: DataFrame, fresh: bool
+    spark: SparkSession, root: str, gen: int, fetchlist: DataFrame, nothing_stored: bool = False
 ) -> Slices:
     """Which slices the fetchlist holds and which are committed (fetches holds their rows),
-    in one job. fresh: nothing of gen is stored yet, so fetches and pages are not read."""
+    in one job. nothing_stored: no fetch run of gen has started before, so fetches and pages
+    hold nothing of it and are not read."""
 
     def stored(name: str, flag: str) -> DataFrame:
         rows = tables.read(spark, root, name).filter(F.col("gen") == gen)
@@ -159,7 +196,7 @@ def stored_slices(
     slices = fetchlist.groupBy("slice").agg(
         F.count("*").alias("urls"), F.countDistinct("slot").alias("slots")
     )
-    if fresh:
+    if nothing_stored:
         slices = slices.select("*", F.lit(None).alias("committed"), F.lit(None).alias("has_pages"))
     else:
         slices = slices.join(stored("fetches", "committed"), on="slice", how="left").join(
@@ -175,31 +212,29 @@ def stored_slices(
     )
 
 
-def planned_slices(plan: dict[str, int]) -> Slices:
+def planned_slices(plan: PlanResult) -> Slices:
     """`stored_slices` of a fetchlist that no fetch has touched, from the counts of the plan
     run that wrote it, with no query: slices 0 .. slices - 1, none empty (plan deals the
     busiest slot's URLs over all of them), each with at most the planned hosts as slots."""
     return Slices(
-        todo=[Slice(index, plan["hosts"]) for index in range(plan["slices"])],
-        slices=plan["slices"],
-        urls=plan["planned"],
-        urls_todo=plan["planned"],
+        todo=[Slice(index, plan.hosts) for index in range(plan.slices)],
+        slices=plan.slices,
+        urls=plan.planned,
+        urls_todo=plan.planned,
     )
 
 
 def fetch_slice(
     spark: SparkSession,
     root: str,
-    cfg: Any,
+    cfg: Config,
     gen: int,
     slice_: int,
     slots: int,
     fetchlist: DataFrame,
     has_pages: bool = False,
-) -> dict[str, Any]:
-    """Fetch and commit one slice; return its urls, robots (robots.txt records),
-    outcomes (fetches rows by outcome, and pages rows), seconds spent fetching (the persisted
-    results' first evaluation) and ended (``time.monotonic()`` after the last request).
+) -> SliceDone:
+    """Fetch and commit one slice.
 
     has_pages: pages already holds rows of this slice (a run that crashed before its fetches
     commit), which its pages write replaces."""
@@ -212,28 +247,27 @@ def fetch_slice(
     results = results.persist(StorageLevel.DISK_ONLY)
     try:
         started = time.monotonic()
-        by_kind: dict[tuple[str, str | None], int] = {}
+        fetched: Counter[str] = Counter()
+        robots_by: Counter[str] = Counter()
         pages = 0
         for row in (
             results.groupBy("record", "outcome", F.col("body").isNotNull().alias("page"))
             .count()
             .collect()
         ):
-            key = (row["record"], row["outcome"])
-            by_kind[key] = by_kind.get(key, 0) + row["count"]
-            # The rows pages_from_results keeps.
-            if row["record"] == "fetch" and row["outcome"] == "ok" and row["page"]:
+            if row["record"] == Record.ROBOTS:
+                robots_by[row["outcome"]] += row["count"]
+                continue
+            fetched[row["outcome"]] += row["count"]
+            if row["outcome"] == Outcome.OK and row["page"]:  # the rows pages_from_results keeps
                 pages += row["count"]
-        done = {
-            "urls": sum(n for (kind, _), n in by_kind.items() if kind == "fetch"),
-            "robots": sum(n for (kind, _), n in by_kind.items() if kind == "robots"),
-            "outcomes": {
-                **{o: by_kind.get(("fetch", o), 0) for o in OUTCOMES},
-                "pages": pages,
-            },
-            "seconds": time.monotonic() - started,
-            "ended": time.monotonic(),  # every request of the slice started before this
-        }
+        done = SliceDone(
+            urls=fetched.total(),
+            robots=robots_by.total(),
+            stored=Stored(fetched, pages),
+            seconds=time.monotonic() - started,
+            ended=time.monotonic(),  # every request of the slice started before this
+        )
         where = f"gen = {gen} AND slice = {slice_}"
         pages_rows = pages_from_results(results, gen, slice_)
 
@@ -246,8 +280,8 @@ def fetch_slice(
         def write_robots() -> None:
             # Hosts whose robots.txt was cached fetched none. Rows of hosts new to the table
             # are appended (one record per host: a host lives in one task); only a refreshed
-            # row, whose expired one it replaces, needs the MERGE (1.5 s against 0.5 s).
-            if by_kind.get(("robots", "refreshed")):
+            # row, whose expired one it replaces, needs the MERGE, which costs several appends.
+            if robots_by[RobotsOutcome.REFRESHED]:
                 tables.merge(
                     spark,
                     robots_from_results(results),
@@ -259,7 +293,7 @@ def fetch_slice(
             else:
                 tables.append(robots_from_results(results), root, "robots")
 
-        if done["robots"]:  # pages and robots at once: their commits overlap
+        if done.robots:  # pages and robots at once: their commits overlap
             tables.in_parallel(spark, write_pages, write_robots)
         else:
             write_pages()
@@ -272,7 +306,7 @@ def fetch_slice(
 
 
 def wait_between_slices(
-    spark: SparkSession, root: str, cfg: Any, fetchlist: DataFrame, slice_: int, since: float
+    spark: SparkSession, root: str, cfg: Config, fetchlist: DataFrame, slice_: int, since: float
 ) -> None:
     """Sleep until the hosts of ``slice_`` may be requested again: a host is dealt over every
     slice, so its last request may have been the previous slice's last one, started before
@@ -280,12 +314,8 @@ def wait_between_slices(
     Crawl-delay, capped, and jitter included) minus the time the commit already took."""
     p = cfg.politeness
     hosts = fetchlist.filter(F.col("slice") == slice_).select("host").distinct()
-    crawl_delay = (
-        tables.read(spark, root, "robots")
-        .join(hosts, on="host", how="inner")
-        .agg(F.max("crawl_delay"))
-        .first()[0]
-    )
+    robots = tables.read(spark, root, "robots").join(hosts, on="host", how="inner")
+    crawl_delay = tables.one_row(robots.agg(F.max("crawl_delay")))[0]
     delay = max(p.default_delay, min(crawl_delay or 0.0, p.max_crawl_delay)) * (1 + p.jitter)
     wait = since + delay - time.monotonic()
     if wait > 0:
@@ -293,15 +323,17 @@ def wait_between_slices(
         time.sleep(wait)
 
 
-def generation_outcomes(spark: SparkSession, root: str, gen: int) -> dict[str, int]:
+def generation_stored(spark: SparkSession, root: str, gen: int) -> Stored:
     """Fetch outcomes and pages of generation ``gen`` as stored (committed slices only)."""
-    by_outcome = {
-        r["outcome"]: r["count"]
-        for r in tables.read(spark, root, "fetches")
-        .filter(F.col("gen") == gen)
-        .groupBy("outcome")
-        .count()
-        .collect()
-    }
+    by_outcome = Counter(
+        {
+            r["outcome"]: r["count"]
+            for r in tables.read(spark, root, "fetches")
+            .filter(F.col("gen") == gen)
+            .groupBy("outcome")
+            .count()
+            .collect()
+        }
+    )
     pages = tables.read(spark, root, "pages").filter(F.col("gen") == gen).count()
-    return {**{o: by_outcome.get(o, 0) for o in OUTCOMES}, "pages": pages}
+    return Stored(by_outcome, pages)

@@ -23,15 +23,17 @@ Its counts describe what it saw (candidates = planned), not the first run's.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from typing import Any
+from typing import ClassVar
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import config, tables
+from crawllib import tables
+from crawllib.config import Config
+from crawllib.stages.base import StageResult, StageRun
 from crawllib.transforms.plan import (
-    PENDING_STATUSES,
     busiest_slot,
     count_decisions,
     crawldb_changes,
@@ -39,24 +41,41 @@ from crawllib.transforms.plan import (
     plan_decisions,
     slice_count,
     to_fetchlist,
+    with_filter_reason,
 )
+from crawllib.vocab import PENDING_STATUSES, sql_list
 
 log = logging.getLogger(__name__)
 
 # Only plan's own decisions: a row that left queued/failed since it was read is not touched.
-_MERGE_GUARD = "t.status IN ({})".format(", ".join(f"'{s}'" for s in PENDING_STATUSES))
+_MERGE_GUARD = f"t.status IN ({sql_list(PENDING_STATUSES)})"
 _MERGE_UPDATE = {c: f"s.{c}" for c in ("status", "reason", "next_gen", "updated_at")}
 
 
-def run(spark: SparkSession, root: str, cfg: Any, gen: int, fresh: bool = False) -> dict[str, int]:
-    """Plan generation ``gen``; return the counts (candidates, planned, filtered_depth,
-    filtered_extension, filtered_length, filtered_budget, deferred_cap, hosts, slices).
+@dataclasses.dataclass(frozen=True)
+class PlanResult(StageResult):
+    """candidates: URLs considered; planned: in the fetchlist; filtered_*: filtered now, by
+    reason; deferred_cap: over the per-host cap, left for gen + 1; hosts: hosts planned;
+    slices: the fetchlist's slices (0 .. slices - 1, none empty)."""
 
-    fresh: this stage run is the generation's first (`crawllib.pipeline.run_stage`): the
-    fetchlist is appended, there is nothing of gen to replace.
-    """
-    frontier = tables.read(spark, root, "frontier").where(F.col("gen") == gen)
-    crawldb = tables.read(spark, root, "crawldb")
+    THROUGHPUT: ClassVar[str] = "candidates"
+
+    candidates: int
+    planned: int
+    filtered_depth: int
+    filtered_extension: int
+    filtered_length: int
+    filtered_budget: int
+    deferred_cap: int
+    hosts: int
+    slices: int
+
+
+def run(run: StageRun) -> PlanResult:
+    """Plan generation ``run.gen``: write its fetchlist and crawldb's changes."""
+    spark, root, cfg, gen = run.spark, run.root, run.cfg, run.gen
+    frontier = run.read("frontier").where(F.col("gen") == gen)
+    crawldb = run.read("crawldb")
     # Cached for speed only. A Delta DataFrame reads the table's latest version at each
     # action: the counts run before any write, and should the fetchlist write (another
     # thread) start after the crawldb commit, its recomputation from the new version chooses
@@ -64,8 +83,8 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int, fresh: bool = False)
     decided = plan_decisions(frontier, crawldb, cfg, gen).persist()
     try:
         # One action for the three one-row aggregates.
-        row = (
-            count_decisions(decided, cfg)
+        row = tables.one_row(
+            count_decisions(decided)
             .crossJoin(busiest_slot(decided, cfg))
             .crossJoin(
                 decided.agg(
@@ -73,7 +92,6 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int, fresh: bool = False)
                     F.count_if(is_changed() & ~F.col("is_new")).alias("_known_changes"),
                 )
             )
-            .first()
         )
         counts = {k: int(v) for k, v in row.asDict().items()}
         busiest = counts.pop("urls")
@@ -81,18 +99,18 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int, fresh: bool = False)
         known_changes = counts.pop("_known_changes")
         # Each slice costs a few commits: a small or short generation gets fewer, fuller slices.
         slices = slice_count(counts["planned"], busiest, cfg)
-        fetchlist = to_fetchlist(decided, config.replace(cfg, storage__fetch_slices=slices), gen)
+        fetchlist = to_fetchlist(decided, cfg, gen, slices)
         # Slots are dealt round-robin over the slices: the busiest one fills min(slices, busiest).
-        counts["slices"] = min(slices, busiest)
-        log.info("plan gen %d: %s", gen, counts)
+        result = PlanResult(**counts, slices=min(slices, busiest))
+        log.info("plan gen %d: %s", gen, result)
 
         def write_fetchlist() -> None:
-            tables.replace_where(fetchlist, root, "fetchlist", f"gen = {gen}", fresh)
+            run.replace_own(fetchlist, "fetchlist", f"gen = {gen}")
 
         def write_crawldb() -> None:
-            if changes and not known_changes:
+            if not known_changes:
                 # Every change is a new URL, absent from the crawldb version read above: an
-                # append (0.6 s, whatever crawldb's size) instead of a MERGE that scans crawldb.
+                # append, whatever crawldb's size, instead of a MERGE that scans crawldb.
                 tables.append(crawldb_changes(decided, gen), root, "crawldb")
             else:
                 tables.merge(
@@ -112,4 +130,21 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int, fresh: bool = False)
             write_fetchlist()
     finally:
         decided.unpersist()
-    return counts
+    return result
+
+
+def has_work(spark: SparkSession, root: str, cfg: Config, gen: int) -> bool:
+    """Whether planning ``gen`` would choose anything: a URL queued or failed in crawldb (due
+    now or later), or a URL new in gen's frontier that plan's URL rules (depth, extension,
+    length) would not filter.
+
+    A frontier holding only URLs past crawl.max_depth is the usual end of a crawl: planning it
+    would only mark them filtered, at the cost of a whole generation of fixed costs. They stay
+    in the frontier, so a later run with a larger max_depth plans them.
+    """
+    crawldb = tables.read(spark, root, "crawldb")
+    if not crawldb.filter(F.col("status").isin(*PENDING_STATUSES)).isEmpty():
+        return True
+    frontier = tables.read(spark, root, "frontier").filter(F.col("gen") == gen)
+    plannable = with_filter_reason(frontier, cfg).where(F.col("filter_reason").isNull())
+    return not plannable.join(crawldb.select("url_key"), on="url_key", how="left_anti").isEmpty()

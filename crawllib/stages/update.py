@@ -7,53 +7,71 @@ the first run appends them) and the crawldb MERGE is guarded
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from typing import Any
+from typing import ClassVar
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from crawllib import tables
 from crawllib.schemas import CRAWLDB
+from crawllib.stages.base import StageResult, StageRun
 from crawllib.transforms.update import crawldb_update_guard, crawldb_updates, redirect_frontier
+from crawllib.vocab import FrontierReason, Status
 
 log = logging.getLogger(__name__)
 
-# counts key -> crawldb status
-STATUS_COUNTS = {
-    "fetched": "fetched",
-    "duplicate": "duplicate",
-    "redirected": "redirected",
-    "gone": "gone",
-    "failed": "failed",
-    "dead": "dead",
-    "robots_denied": "robots_denied",
-    "blocked": "blocked",
-    "deferred": "queued",
+
+@dataclasses.dataclass(frozen=True)
+class UpdateResult(StageResult):
+    """urls: the URLs fetched in gen; fetched .. deferred: their crawldb status after the
+    merge (so a rerun reports the same numbers; ``deferred``: queued again);
+    redirects_queued: the frontier rows written for gen + 1."""
+
+    THROUGHPUT: ClassVar[str] = "urls"
+
+    urls: int
+    fetched: int
+    duplicate: int
+    redirected: int
+    gone: int
+    failed: int
+    dead: int
+    robots_denied: int
+    blocked: int
+    deferred: int
+    redirects_queued: int
+
+
+# UpdateResult field -> the crawldb status it counts
+_COUNTED_STATUS = {
+    "fetched": Status.FETCHED,
+    "duplicate": Status.DUPLICATE,
+    "redirected": Status.REDIRECTED,
+    "gone": Status.GONE,
+    "failed": Status.FAILED,
+    "dead": Status.DEAD,
+    "robots_denied": Status.ROBOTS_DENIED,
+    "blocked": Status.BLOCKED,
+    "deferred": Status.QUEUED,
 }
 
 
-def run(spark: SparkSession, root: str, cfg: Any, gen: int, fresh: bool = False) -> dict[str, int]:
-    """Merge generation ``gen``'s fetches into crawldb and queue its redirect targets.
-
-    Counts: the crawldb status, after the merge, of the URLs fetched in gen (so a rerun
-    reports the same numbers) and redirects_queued, the frontier rows written for gen + 1.
-
-    fresh: this stage run is the generation's first (`crawllib.pipeline.run_stage`): redirect
-    targets are appended (not written at all when there are none).
-    """
-    fetches = tables.read(spark, root, "fetches").filter(F.col("gen") == gen)
-    texts = tables.read(spark, root, "texts").filter(F.col("gen") == gen)
-    crawldb = tables.read(spark, root, "crawldb")
+def run(run: StageRun) -> UpdateResult:
+    """Merge generation ``run.gen``'s fetches into crawldb and queue its redirect targets
+    (a first run writes no frontier rows when there are none)."""
+    spark, root, cfg, gen = run.spark, run.root, run.cfg, run.gen
+    fetches = run.read("fetches").filter(F.col("gen") == gen)
+    texts = run.read("texts").filter(F.col("gen") == gen)
+    crawldb = run.read("crawldb")
 
     # Frontier first, from crawldb as it was: the MERGE below does not add redirect targets.
     frontier = redirect_frontier(fetches, crawldb, gen).persist()
     try:
         redirects = frontier.count()
-        if redirects or not fresh:
-            tables.replace_where(
-                frontier, root, "frontier", f"gen = {gen + 1} AND reason = 'redirect'", fresh
-            )
+        if redirects or not run.first:
+            where = f"gen = {gen + 1} AND reason = '{FrontierReason.REDIRECT}'"
+            run.replace_own(frontier, "frontier", where)
     finally:
         frontier.unpersist()
 
@@ -78,13 +96,16 @@ def run(spark: SparkSession, root: str, cfg: Any, gen: int, fresh: bool = False)
     fetched_keys = fetches.select("url_key").distinct()
     by_status = {
         r["status"]: r["count"]
-        for r in tables.read(spark, root, "crawldb")
+        for r in run.read("crawldb")
         .join(fetched_keys, on="url_key", how="left_semi")
         .groupBy("status")
         .count()
         .collect()
     }
-    counts = {key: by_status.get(status, 0) for key, status in STATUS_COUNTS.items()}
-    counts["redirects_queued"] = redirects
-    log.info("update gen %d: %s", gen, counts)
-    return counts
+    result = UpdateResult(
+        urls=sum(by_status.values()),
+        **{field: by_status.get(status, 0) for field, status in _COUNTED_STATUS.items()},
+        redirects_queued=redirects,
+    )
+    log.info("update gen %d: %s", gen, result)
+    return result

@@ -20,8 +20,8 @@ def gzip_bomb(size: int) -> bytes:
     """A gzip stream of ``size`` zero bytes (1 GiB -> about 1 MB), computed once per size.
 
     A full flush resets the compressor, so the deflate blocks of one 16 MiB chunk of zeros
-    are the same bytes every time: they are computed once and repeated, which takes well
-    under a second instead of compressing the whole gigabyte.
+    are the same bytes every time: they are computed once and repeated instead of
+    compressing the whole gigabyte.
     """
     with _bomb_lock:
         if size not in _bombs:

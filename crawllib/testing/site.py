@@ -169,7 +169,11 @@ class Site:
             if len(self.regular) > 1:
                 nxt = self.regular[(i + 1) % len(self.regular)]
                 body.append((f"//{nxt}/", "Partner site"))
-            odd = PRIVATE_LINKS + ("ftp://files.example.org/pub/", "data:text/plain,hi")
+            odd: tuple[str, ...] = (
+                *PRIVATE_LINKS,
+                "ftp://files.example.org/pub/",
+                "data:text/plain,hi",
+            )
         else:
             odd = (rng.choice(PRIVATE_LINKS),)
         footer: list[Link] = [

@@ -95,6 +95,10 @@ def _fixed(body: Callable[[], bytes], content_type: str, links: tuple[str, ...] 
     )
 
 
+def _garbage(site: Site, host: str, path: str) -> Route:
+    return fixed_route(garbage_page(site.spec.seed))
+
+
 def _pages(*paths: str) -> dict[str, Make]:
     return {p: _page() for p in paths}
 
@@ -176,7 +180,7 @@ HOSTS: dict[str, dict[str, Make]] = {
     },
     "brokenhtml.org": {
         "/unclosed.html": _fixed(lambda: UNCLOSED, "text/html", ("/after.html",)),
-        "/garbage.html": lambda site, host, path: fixed_route(garbage_page(site.spec.seed)),
+        "/garbage.html": _garbage,
         "/after.html": _page(),
     },
 }

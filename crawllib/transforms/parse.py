@@ -11,8 +11,6 @@ check the distance), never by comparing all pairs. Exact wins over near.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -24,9 +22,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from crawllib.config import Config
 from crawllib.extract import extract_page
-from crawllib.schemas import TEXTS
+from crawllib.schemas import FRONTIER, TEXTS, columns_of
 from crawllib.urls import host_of, registered_domain, url_key
+from crawllib.vocab import DuplicateKind, FrontierReason
 
 LINK = StructType(
     [
@@ -53,7 +53,7 @@ _TEXT_FIELDS = [f.name for f in EXTRACTED.fields if f.name != "links"]
 registered_domain_udf = F.udf(registered_domain, StringType())
 
 
-def _extract_udf(cfg: Any):
+def _extract_udf(cfg: Config):
     def extract(body: bytes | None, url: str, charset: str | None) -> tuple:
         result = extract_page(body, url, charset, cfg)
         links = [(dst, url_key(dst), host_of(dst), anchor) for dst, anchor in result["links"]]
@@ -62,7 +62,7 @@ def _extract_udf(cfg: Any):
     return F.udf(extract, EXTRACTED)
 
 
-def extract_pages(pages: DataFrame, cfg: Any) -> DataFrame:
+def extract_pages(pages: DataFrame, cfg: Config) -> DataFrame:
     """Run `crawllib.extract.extract_page` on every page.
 
     In: pages rows (gen, url_key, url, host, depth, charset, body).
@@ -71,8 +71,8 @@ def extract_pages(pages: DataFrame, cfg: Any) -> DataFrame:
 
     A plain Python UDF returning a struct: it ships only body, url and charset to Python (in
     pickled batches of 100 rows, so memory stays bounded however big the bodies), keeps the
-    DataFrame API, and costs nothing measurable next to trafilatura's ~10 ms a page. (pandas
-    and Arrow UDFs would need pyarrow, which the project does not depend on.)
+    DataFrame API, and costs little next to trafilatura itself (docs/benchmarks.md, measure
+    3). (pandas and Arrow UDFs would need pyarrow, which the project does not depend on.)
     """
     extract = _extract_udf(cfg)
     return pages.select(
@@ -147,7 +147,7 @@ def mark_exact_duplicates(texts_new: DataFrame, texts_prior: DataFrame) -> DataF
         F.min(F.struct("gen", "url_key")).alias("first_copy")
     )
     joined = texts_new.join(firsts, on="content_hash", how="left")
-    return _first_copy_marks(joined, F.col("first_copy"), "exact", texts_new.columns)
+    return _first_copy_marks(joined, F.col("first_copy"), DuplicateKind.EXACT, texts_new.columns)
 
 
 def lsh_band_columns(k: int, simhash: str = "simhash") -> Column:
@@ -223,7 +223,7 @@ def mark_near_duplicates(
         .agg(F.min("first_copy").alias("first_copy"))
     )
     joined = texts_new.join(best, on="url_key", how="left")
-    return _first_copy_marks(joined, F.col("first_copy"), "near", texts_new.columns)
+    return _first_copy_marks(joined, F.col("first_copy"), DuplicateKind.NEAR, texts_new.columns)
 
 
 def with_duplicate_marks(texts: DataFrame, marks: DataFrame) -> DataFrame:
@@ -281,13 +281,16 @@ def next_frontier(links: DataFrame, pages: DataFrame, crawldb: DataFrame, gen: i
     known = crawldb.select(F.col("url_key").alias("dst_key"))
     new = targets.join(known, on="dst_key", how="left_anti")
     return new.select(
-        F.lit(gen + 1).alias("gen"),
-        F.col("dst_url").alias("url"),
-        F.col("dst_key").alias("url_key"),
-        F.col("dst_host").alias("host"),
-        registered_domain_udf(F.col("dst_host")).alias("domain"),
-        (F.col("source.src_depth") + 1).cast("int").alias("depth"),
-        F.col("source.src_url").alias("source_url"),
-        F.lit("link").alias("reason"),
-        F.current_timestamp().alias("discovered_at"),
+        *columns_of(
+            FRONTIER,
+            gen=F.lit(gen + 1),
+            url=F.col("dst_url"),
+            url_key=F.col("dst_key"),
+            host=F.col("dst_host"),
+            domain=registered_domain_udf(F.col("dst_host")),
+            depth=F.col("source.src_depth") + 1,
+            source_url=F.col("source.src_url"),
+            reason=F.lit(FrontierReason.LINK),
+            discovered_at=F.current_timestamp(),
+        )
     )

@@ -12,15 +12,13 @@ Every ranking orders by (depth, url_key): a total order, so a rerun decides the 
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from crawllib.schemas import CRAWLDB, FETCHLIST, FRONTIER
+from crawllib.config import Config
+from crawllib.schemas import CRAWLDB, FETCHLIST, FRONTIER, columns_of
+from crawllib.vocab import PENDING_STATUSES, FilterReason, Status, words
 
-PENDING_STATUSES = ("queued", "failed")
-FILTER_REASONS = ("depth", "extension", "length", "budget")
 _CRAWLDB_COLUMNS = [f.name for f in CRAWLDB.fields]
 CANDIDATE_COLUMNS = [*_CRAWLDB_COLUMNS, "is_new"]
 DECIDED_COLUMNS = [*CANDIDATE_COLUMNS, "filter_reason", "deferred"]
@@ -50,28 +48,33 @@ def new_candidates(frontier: DataFrame, crawldb: DataFrame) -> DataFrame:
     )
 
 
-def frontier_as_crawldb_rows(frontier: DataFrame, gen: int) -> DataFrame:
-    """New URLs as the queued crawldb rows they become (reason = the frontier reason).
+def queued_rows(frontier: DataFrame, gen: int) -> DataFrame:
+    """Frontier rows -> the crawldb rows their URLs get when first known: queued for ``gen``
+    (first_gen = next_gen = gen), reason = the frontier reason, no attempt yet.
 
-    In: frontier columns. Out: CANDIDATE_COLUMNS with is_new true, first_gen = next_gen = gen.
+    In: frontier columns. Out: crawldb columns.
     """
     return frontier.select(
-        "url_key",
-        "url",
-        "host",
-        "domain",
-        F.lit("queued").alias("status"),
-        F.col("reason"),
-        F.lit(0).alias("attempts"),
-        F.col("depth"),
-        F.lit(gen).alias("first_gen"),
-        F.lit(None).cast("int").alias("last_gen"),
-        F.lit(gen).alias("next_gen"),
-        F.lit(None).cast("int").alias("http_status"),
-        F.lit(None).cast("string").alias("content_hash"),
-        F.current_timestamp().alias("updated_at"),
-        F.lit(True).alias("is_new"),
+        *columns_of(
+            CRAWLDB,
+            status=F.lit(Status.QUEUED),
+            attempts=F.lit(0),
+            first_gen=F.lit(gen),
+            last_gen=F.lit(None),
+            next_gen=F.lit(gen),
+            http_status=F.lit(None),
+            content_hash=F.lit(None),
+            updated_at=F.current_timestamp(),
+        )
     )
+
+
+def frontier_as_crawldb_rows(frontier: DataFrame, gen: int) -> DataFrame:
+    """New URLs as the queued crawldb rows they become (:func:`queued_rows`).
+
+    In: frontier columns. Out: CANDIDATE_COLUMNS with is_new true.
+    """
+    return queued_rows(frontier, gen).withColumn("is_new", F.lit(True))
 
 
 def pending_from_crawldb(crawldb: DataFrame, gen: int) -> DataFrame:
@@ -97,16 +100,16 @@ def extension_of(url: Column) -> Column:
     return F.lower(F.regexp_extract(segment, r"^.+\.([^.]*)$", 1))
 
 
-def with_filter_reason(df: DataFrame, cfg: Any) -> DataFrame:
+def with_filter_reason(df: DataFrame, cfg: Config) -> DataFrame:
     """Add ``filter_reason``: depth (> crawl.max_depth), extension (in crawl.skip_extensions),
     length (> crawl.max_url_length), first match wins, else null. In: url, depth.
     """
     extension = extension_of(F.col("url"))
     skip = [e.lower() for e in cfg.crawl.skip_extensions]
     reason = (
-        F.when(F.col("depth") > cfg.crawl.max_depth, F.lit("depth"))
-        .when(extension.isin(*skip) if skip else F.lit(False), F.lit("extension"))
-        .when(F.length("url") > cfg.crawl.max_url_length, F.lit("length"))
+        F.when(F.col("depth") > cfg.crawl.max_depth, F.lit(FilterReason.DEPTH))
+        .when(extension.isin(*skip) if skip else F.lit(False), F.lit(FilterReason.EXTENSION))
+        .when(F.length("url") > cfg.crawl.max_url_length, F.lit(FilterReason.LENGTH))
     )
     return df.withColumn("filter_reason", reason.cast("string"))
 
@@ -115,7 +118,7 @@ def _attempted_per(crawldb: DataFrame, key: str, name: str) -> DataFrame:
     return crawldb.where(F.col("last_gen").isNotNull()).groupBy(key).agg(F.count("*").alias(name))
 
 
-def apply_budgets(candidates: DataFrame, crawldb: DataFrame, cfg: Any) -> DataFrame:
+def apply_budgets(candidates: DataFrame, crawldb: DataFrame, cfg: Config) -> DataFrame:
     """Set filter_reason 'budget' on URLs past generate.host_budget or generate.domain_budget.
 
     A budget counts URLs, not attempts: URLs already attempted (crawldb last_gen not null) use
@@ -151,9 +154,9 @@ def apply_budgets(candidates: DataFrame, crawldb: DataFrame, cfg: Any) -> DataFr
         )
         .withColumn(
             "filter_reason",
-            F.when(F.col("_over_host") | F.col("_over_domain"), F.lit("budget")).otherwise(
-                F.col("filter_reason")
-            ),
+            F.when(
+                F.col("_over_host") | F.col("_over_domain"), F.lit(FilterReason.BUDGET)
+            ).otherwise(F.col("filter_reason")),
         )
     )
     return df.select(columns)
@@ -173,14 +176,14 @@ def cap_per_host(df: DataFrame, max_per_host: int) -> DataFrame:
     return df.withColumn("deferred", eligible & (rank > max_per_host))
 
 
-def slot_column(cfg: Any) -> Column:
+def slot_column(cfg: Config) -> Column:
     """The politeness key of a row: its host or its registered domain (politeness.key)."""
     return F.col("domain") if cfg.politeness.key == "domain" else F.col("host")
 
 
-def with_slot_and_slice(df: DataFrame, cfg: Any) -> DataFrame:
+def with_slot_and_slice(df: DataFrame, cfg: Config, slices: int) -> DataFrame:
     """Add ``slot`` (host or domain, per politeness.key) and ``slice``: the slot's URLs in
-    (depth, url_key) order dealt round-robin over storage.fetch_slices, the same on every run.
+    (depth, url_key) order dealt round-robin over ``slices`` slices, the same on every run.
 
     Every slice holds every slot (that has URLs enough), so each slice keeps all hosts in
     flight at once and lasts about 1/slices of the politeness-bound time: slices that held
@@ -191,11 +194,11 @@ def with_slot_and_slice(df: DataFrame, cfg: Any) -> DataFrame:
         Window.partitionBy("slot").orderBy(F.col("depth").asc(), F.col("url_key").asc())
     )
     return df.withColumn("slot", slot_column(cfg)).withColumn(
-        "slice", F.pmod(rank - 1, F.lit(cfg.storage.fetch_slices)).cast("int")
+        "slice", F.pmod(rank - 1, F.lit(slices)).cast("int")
     )
 
 
-def plan_decisions(frontier: DataFrame, crawldb: DataFrame, cfg: Any, gen: int) -> DataFrame:
+def plan_decisions(frontier: DataFrame, crawldb: DataFrame, cfg: Config, gen: int) -> DataFrame:
     """Candidates of ``gen`` with every decision: new frontier URLs (deduped, not in crawldb)
     and due crawldb URLs, filtered, budgeted and capped.
     In: frontier rows of gen, crawldb. Out: DECIDED_COLUMNS.
@@ -217,7 +220,7 @@ def is_planned() -> Column:
     return F.col("filter_reason").isNull() & ~F.col("deferred")
 
 
-def slice_count(planned: int, busiest_slot: int, cfg: Any) -> int:
+def slice_count(planned: int, busiest_slot: int, cfg: Config) -> int:
     """Slices for a generation of ``planned`` URLs whose busiest slot has ``busiest_slot``:
     at most storage.fetch_slices, and few enough that each holds storage.min_slice_urls URLs
     and lasts storage.min_slice_seconds at politeness.default_delay (every slice holds every
@@ -229,21 +232,22 @@ def slice_count(planned: int, busiest_slot: int, cfg: Any) -> int:
     return max(1, min(s.fetch_slices, by_urls, by_time))
 
 
-def busiest_slot(decided: DataFrame, cfg: Any) -> DataFrame:
+def busiest_slot(decided: DataFrame, cfg: Config) -> DataFrame:
     """One row, one column ``urls``: the planned URLs of the slot with most of them (0 if none).
     In: DECIDED_COLUMNS."""
     per_slot = decided.where(is_planned()).groupBy(slot_column(cfg).alias("slot")).count()
     return per_slot.agg(F.coalesce(F.max("count"), F.lit(0)).alias("urls"))
 
 
-def to_fetchlist(decided: DataFrame, cfg: Any, gen: int) -> DataFrame:
-    """The chosen rows (no filter_reason, not deferred) as fetchlist rows of ``gen``.
+def to_fetchlist(decided: DataFrame, cfg: Config, gen: int, slices: int) -> DataFrame:
+    """The chosen rows (no filter_reason, not deferred) as fetchlist rows of ``gen``, dealt
+    over ``slices`` slices (:func:`slice_count`).
 
     In: DECIDED_COLUMNS. Out: fetchlist columns.
     """
     return (
         decided.where(is_planned())
-        .transform(lambda df: with_slot_and_slice(df, cfg))
+        .transform(lambda df: with_slot_and_slice(df, cfg, slices))
         .withColumn("gen", F.lit(gen))
         .select([f.name for f in FETCHLIST.fields])
     )
@@ -261,7 +265,7 @@ def crawldb_changes(decided: DataFrame, gen: int) -> DataFrame:
         decided.where(is_changed())
         .withColumns(
             {
-                "status": F.when(filtered, F.lit("filtered")).otherwise(F.col("status")),
+                "status": F.when(filtered, F.lit(Status.FILTERED)).otherwise(F.col("status")),
                 "reason": F.coalesce(F.col("filter_reason"), F.col("reason")),
                 "next_gen": F.when(filtered, F.lit(None).cast("int"))
                 .when(F.col("deferred"), F.lit(gen + 1))
@@ -278,7 +282,7 @@ def is_changed() -> Column:
     return F.col("is_new") | F.col("filter_reason").isNotNull() | F.col("deferred")
 
 
-def count_decisions(decided: DataFrame, cfg: Any) -> DataFrame:
+def count_decisions(decided: DataFrame) -> DataFrame:
     """One row of counts: candidates, planned, filtered_<reason>, deferred_cap, hosts.
 
     In: DECIDED_COLUMNS. Out: one row, one long column per count.
@@ -287,7 +291,10 @@ def count_decisions(decided: DataFrame, cfg: Any) -> DataFrame:
     return decided.agg(
         F.count("*").alias("candidates"),
         F.count_if(planned).alias("planned"),
-        *[F.count_if(F.col("filter_reason") == r).alias(f"filtered_{r}") for r in FILTER_REASONS],
+        *[
+            F.count_if(F.col("filter_reason") == r).alias(f"filtered_{r}")
+            for r in words(FilterReason)
+        ],
         F.count_if(F.col("deferred")).alias("deferred_cap"),
         F.count_distinct(F.when(planned, F.col("host"))).alias("hosts"),
     )

@@ -25,7 +25,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from crawllib.schemas import CRAWLDB, FRONTIER, columns_of
 from crawllib.urls import InvalidURL, host_of, normalize_url, registered_domain, url_key
+from crawllib.vocab import PERMANENT_ERRORS, ErrorKind, FrontierReason, Outcome, Status, words
 
 _TARGET = StructType(
     [
@@ -55,17 +57,18 @@ _redirect_target_udf = F.udf(redirect_target, _TARGET)
 _domain_udf = F.udf(registered_domain, StringType())
 
 
-# Errors that another attempt would only repeat.
-PERMANENT_ERRORS = ("decompressed_too_large",)
-
-
 def _retryable() -> Column:
+    """Outcomes worth another attempt: errors, 429 and 5xx answers, a robots.txt that could
+    not be read, and any outcome this code does not know."""
     outcome, code = F.col("outcome"), F.col("http_status")
     return (
-        (outcome == "error")
-        | ((outcome == "http_error") & ((code == 429) | (code >= 500)))
-        | ((outcome == "robots_denied") & (F.col("error_kind") == "robots_unavailable"))
-        | ~outcome.isin("ok", "redirect", "http_error", "robots_denied", "blocked", "deferred")
+        (outcome == Outcome.ERROR)
+        | ((outcome == Outcome.HTTP_ERROR) & ((code == 429) | (code >= 500)))
+        | (
+            (outcome == Outcome.ROBOTS_DENIED)
+            & (F.col("error_kind") == ErrorKind.ROBOTS_UNAVAILABLE)
+        )
+        | ~outcome.isin(*[o for o in words(Outcome) if o != Outcome.ERROR])
     )
 
 
@@ -110,52 +113,50 @@ def crawldb_updates(
         .join(before, on="url_key", how="left")
     )
     outcome = F.col("outcome")
-    deferred = outcome == "deferred"
+    deferred = outcome == Outcome.DEFERRED
     previous = F.coalesce(F.col("old_attempts"), F.lit(0))
     attempts = F.when(deferred, previous).otherwise(previous + 1)
     retry_in = F.lit(backoff_base) * F.pow(F.lit(2), attempts - 1).cast("int")
     status = (
-        F.when((outcome == "ok") & F.col("duplicate_of").isNotNull(), "duplicate")
-        .when(outcome == "ok", "fetched")
-        .when(outcome == "redirect", "redirected")
-        .when(deferred, "queued")
-        .when(F.col("error_kind").isin(*PERMANENT_ERRORS), "dead")
-        .when(_retryable(), F.when(attempts >= max_attempts, "dead").otherwise("failed"))
-        .when(outcome == "http_error", "gone")
-        .when(outcome == "robots_denied", "robots_denied")
-        .when(outcome == "blocked", "blocked")
+        F.when((outcome == Outcome.OK) & F.col("duplicate_of").isNotNull(), Status.DUPLICATE)
+        .when(outcome == Outcome.OK, Status.FETCHED)
+        .when(outcome == Outcome.REDIRECT, Status.REDIRECTED)
+        .when(deferred, Status.QUEUED)
+        .when(F.col("error_kind").isin(*PERMANENT_ERRORS), Status.DEAD)
+        .when(_retryable(), F.when(attempts >= max_attempts, Status.DEAD).otherwise(Status.FAILED))
+        .when(outcome == Outcome.HTTP_ERROR, Status.GONE)
+        .when(outcome == Outcome.ROBOTS_DENIED, Status.ROBOTS_DENIED)
+        .when(outcome == Outcome.BLOCKED, Status.BLOCKED)
     )
     http_reason = F.concat(F.lit("http_"), F.col("http_status").cast("string"))
+    is_status = F.col("status")
     return (
         joined.withColumn("attempts", attempts)
         .withColumn("status", status)
         .select(
-            "url_key",
-            "url",
-            "host",
-            F.coalesce(F.col("old_domain"), _domain_udf(F.col("host"))).alias("domain"),
-            "status",
-            F.when(F.col("status").isin("fetched", "redirected"), F.lit(None).cast("string"))
-            .when(
-                F.col("status") == "duplicate",
-                F.coalesce(F.col("duplicate_kind"), F.lit("duplicate")),
+            *columns_of(
+                CRAWLDB,
+                domain=F.coalesce(F.col("old_domain"), _domain_udf(F.col("host"))),
+                reason=F.when(is_status.isin(Status.FETCHED, Status.REDIRECTED), F.lit(None))
+                .when(
+                    is_status == Status.DUPLICATE,
+                    F.coalesce(F.col("duplicate_kind"), F.lit(Status.DUPLICATE)),
+                )
+                .otherwise(F.coalesce(F.col("error_kind"), http_reason, outcome)),
+                depth=F.coalesce(F.col("old_depth"), F.col("depth")),
+                first_gen=F.coalesce(F.col("old_first_gen"), F.lit(gen)),
+                last_gen=F.when(deferred, F.col("old_last_gen")).otherwise(F.lit(gen)),
+                next_gen=F.when(is_status == Status.FAILED, F.lit(gen) + retry_in).when(
+                    deferred, F.lit(gen + 1)
+                ),
+                http_status=F.when(deferred, F.col("old_http_status")).otherwise(
+                    F.col("http_status")
+                ),
+                content_hash=F.when(outcome == Outcome.OK, F.col("text_hash")).otherwise(
+                    F.col("old_content_hash")
+                ),
+                updated_at=updated_at,
             )
-            .otherwise(F.coalesce(F.col("error_kind"), http_reason, outcome))
-            .alias("reason"),
-            "attempts",
-            F.coalesce(F.col("old_depth"), F.col("depth")).alias("depth"),
-            F.coalesce(F.col("old_first_gen"), F.lit(gen)).alias("first_gen"),
-            F.when(deferred, F.col("old_last_gen")).otherwise(F.lit(gen)).alias("last_gen"),
-            F.when(F.col("status") == "failed", F.lit(gen) + retry_in)
-            .when(deferred, F.lit(gen + 1))
-            .alias("next_gen"),
-            F.when(deferred, F.col("old_http_status"))
-            .otherwise(F.col("http_status"))
-            .alias("http_status"),
-            F.when(outcome == "ok", F.col("text_hash"))
-            .otherwise(F.col("old_content_hash"))
-            .alias("content_hash"),
-            updated_at.alias("updated_at"),
         )
     )
 
@@ -166,7 +167,7 @@ def crawldb_update_guard(gen: int) -> str:
     requeued (a rerun of the stage then changes no row)."""
     return (
         f"(t.last_gen IS NULL OR t.last_gen < {gen}) AND NOT "
-        f"(s.status = 'queued' AND t.status = 'queued' AND t.next_gen > {gen})"
+        f"(s.status = '{Status.QUEUED}' AND t.status = '{Status.QUEUED}' AND t.next_gen > {gen})"
     )
 
 
@@ -179,7 +180,7 @@ def redirect_frontier(fetches: DataFrame, crawldb: DataFrame, gen: int) -> DataF
     a rerun writes the same rows.
     """
     targets = (
-        fetches.filter((F.col("outcome") == "redirect") & F.col("redirect_to").isNotNull())
+        fetches.filter((F.col("outcome") == Outcome.REDIRECT) & F.col("redirect_to").isNotNull())
         .select(
             _redirect_target_udf(F.col("redirect_to")).alias("target"),
             F.col("url").alias("source_url"),
@@ -194,15 +195,6 @@ def redirect_frontier(fetches: DataFrame, crawldb: DataFrame, gen: int) -> DataF
     return (
         new.groupBy("url_key")
         .agg(first.alias("first"))
-        .select(
-            F.lit(gen + 1).alias("gen"),
-            F.col("first.url").alias("url"),
-            "url_key",
-            F.col("first.host").alias("host"),
-            F.col("first.domain").alias("domain"),
-            F.col("first.depth").alias("depth"),
-            F.col("first.source_url").alias("source_url"),
-            F.lit("redirect").alias("reason"),
-            F.col("first.discovered_at").alias("discovered_at"),
-        )
+        .select("url_key", "first.*")
+        .select(*columns_of(FRONTIER, gen=F.lit(gen + 1), reason=F.lit(FrontierReason.REDIRECT)))
     )

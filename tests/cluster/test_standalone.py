@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[2]
 WORKER_ENV = REPO / ".venv-worker"
 PYSPARK = f"pyspark=={metadata.version('pyspark')}"
 WORKERS = 2
-SUBMIT_TIMEOUT = 900  # measured on two cores: ~190s at load average 5, ~400s at 10
+SUBMIT_TIMEOUT = 900  # generous: the submit's time grows with the machine's load
 # Settings of the crawl; the network ones go in the TOML file, the way an operator would.
 SETTINGS = [
     "spark.master=",  # empty: spark-submit's --master decides

@@ -22,9 +22,9 @@ def test_fetch_stage_memory_is_bounded_by_the_fetch_limits(spark, tmp_path):
         assert row[key] > 0, f"{key}: the sampler found no such process"
     limits = row["max_body_bytes"] + row["max_decompressed_bytes"]
     assert row["worker_peak"] < WebSpec().bomb_bytes / 2
-    # The bomb is inflated in 1 MiB steps into one buffer of max_decompressed_bytes; asked for
-    # the whole cap at once, zlib held three copies of it (+58 MiB here). 32 MiB: the worker's
-    # own buffers (the big page's 5 MB and its copy, aiohttp's reads).
+    # The bomb is inflated in 1 MiB steps into one buffer of max_decompressed_bytes (asked for
+    # the whole cap at once, zlib would hold copies of it). 32 MiB: the worker's own buffers
+    # (the big page's body and its copy, aiohttp's reads).
     assert row["worker_peak"] - row["worker_start"] < limits + 32 * MIB
 
     big, bomb = row["big_fetch"], row["bomb_fetch"]

@@ -12,6 +12,7 @@ from crawllib import tables
 from crawllib.hashing import content_hash, hamming64, lsh_bands, simhash64
 from crawllib.schemas import CRAWLDB, PAGES, TEXTS
 from crawllib.stages import parse as parse_stage
+from crawllib.stages.base import StageRun
 from crawllib.testing.content import article_html, paragraph
 from crawllib.transforms.parse import (
     EXTRACTED,
@@ -243,9 +244,8 @@ def page_rows(gen: int) -> list[dict]:
 
 
 @pytest.fixture
-def crawl_root(spark, tmp_path):
-    root = str(tmp_path / "crawl")
-    tables.init_tables(spark, root)
+def crawl_root(spark, new_root):
+    root = new_root
     rows = page_rows(gen=3)
     pages = spark.createDataFrame(
         [tuple(r.get(f) for f in PAGES.fieldNames()) for r in rows], PAGES
@@ -283,8 +283,8 @@ def snapshot(spark, root):
 
 
 def test_stage_writes_texts_links_frontier_and_is_idempotent(spark, spark_cfg, crawl_root):
-    counts = parse_stage.run(spark, crawl_root, spark_cfg, 3)
-    assert counts == {
+    counts = parse_stage.run(StageRun(spark, crawl_root, spark_cfg, 3))
+    assert counts.as_counts() == {
         "pages": 4,
         "texts": 3,
         "extract_errors": 1,
@@ -315,5 +315,5 @@ def test_stage_writes_texts_links_frontier_and_is_idempotent(spark, spark_cfg, c
         ("new.test", "new.test", "link"),
         ("site.test", "site.test", "link"),
     }
-    assert parse_stage.run(spark, crawl_root, spark_cfg, 3) == counts
+    assert parse_stage.run(StageRun(spark, crawl_root, spark_cfg, 3)) == counts
     assert snapshot(spark, crawl_root) == (texts, links, frontier)

@@ -11,11 +11,11 @@ from pyspark.sql import functions as F
 
 from crawllib import generations, pipeline, tables
 from crawllib.config import replace
-from crawllib.pipeline import pending_urls
 from crawllib.schemas import CRAWLDB, FRONTIER
 from crawllib.seeding import seed
 from crawllib.stages import fetch as fetch_stage
 from crawllib.stages import plan as plan_stage
+from crawllib.stages.base import StageRun
 from crawllib.transforms.plan import (
     apply_budgets,
     cap_per_host,
@@ -204,17 +204,18 @@ def test_slot_by_host_or_domain_and_slices_deal_each_slot_round_robin(spark, spa
     rows += [("h1.test", "h1.test", 2, 99)]
     schema = "host string, domain string, depth int, url_key long"
     df = spark.createDataFrame(rows, schema)
-    by_host = replace(spark_cfg, politeness__key="host", storage__fetch_slices=3)
-    by_domain = replace(spark_cfg, politeness__key="domain", storage__fetch_slices=3)
+    by_host = replace(spark_cfg, politeness__key="host")
+    by_domain = replace(spark_cfg, politeness__key="domain")
 
-    slots = with_slot_and_slice(df, by_host).select("host", "slot")
+    slots = with_slot_and_slice(df, by_host, 3).select("host", "slot")
     assert_same(slots, df.select("host", F.col("host").alias("slot")))
-    slots = with_slot_and_slice(df, by_domain).select("host", "slot")
+    slots = with_slot_and_slice(df, by_domain, 3).select("host", "slot")
     assert_same(slots, df.select("host", F.col("domain").alias("slot")))
 
     def slices(frame, cfg):
         return {
-            (r["slot"], r["url_key"]): r["slice"] for r in with_slot_and_slice(frame, cfg).collect()
+            (r["slot"], r["url_key"]): r["slice"]
+            for r in with_slot_and_slice(frame, cfg, 3).collect()
         }
 
     # (depth, url_key) order within the slot, dealt over 3 slices: every slot starts in slice 0
@@ -276,9 +277,8 @@ def by_url(spark, root):
 
 
 @pytest.fixture
-def planned_root(spark, spark_cfg, tmp_path):
-    root = str(tmp_path / "crawl")
-    tables.init_tables(spark, root)
+def planned_root(spark, spark_cfg, tmp_path, new_root):
+    root = new_root
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://a.test/\nhttp://b.test/\n")
     cfg = replace(
@@ -311,8 +311,8 @@ def planned_root(spark, spark_cfg, tmp_path):
 
 def test_plan_stage_writes_fetchlist_and_crawldb_and_reruns_identically(spark, planned_root):
     root, cfg, p, c = planned_root
-    counts = plan_stage.run(spark, root, cfg, 0)
-    assert counts == {
+    counts = plan_stage.run(StageRun(spark, root, cfg, 0))
+    assert counts.as_counts() == {
         "candidates": 11,  # 2 seeds from crawldb + 9 new URLs (p1 once)
         "planned": 5,
         "filtered_depth": 1,
@@ -321,7 +321,7 @@ def test_plan_stage_writes_fetchlist_and_crawldb_and_reruns_identically(spark, p
         "filtered_budget": 1,
         "deferred_cap": 2,
         "hosts": 3,
-        "slices": counts["slices"],
+        "slices": counts.slices,
     }
     # a.test: the seed (depth 0) and the lowest url_key at depth 1; c.test: budget 3, cap 2.
     chosen = {"http://a.test/", p[0], "http://b.test/", c[0], c[1]}
@@ -330,7 +330,7 @@ def test_plan_stage_writes_fetchlist_and_crawldb_and_reruns_identically(spark, p
     assert {(r["gen"], r["slot"] == r["host"], 0 <= r["slice"] < 4) for r in fetchlist} == {
         (0, True, True)
     }
-    assert counts["slices"] == len({r["slice"] for r in fetchlist})
+    assert counts.slices == len({r["slice"] for r in fetchlist})
     long_url = "http://b.test/" + "x" * 30
     assert by_url(spark, root) == {
         "http://a.test/": ("queued", "seed", 0, 0, 0),
@@ -347,28 +347,29 @@ def test_plan_stage_writes_fetchlist_and_crawldb_and_reruns_identically(spark, p
     }
 
     before = snapshot(spark, root, "fetchlist"), snapshot(spark, root, "crawldb")
-    again = plan_stage.run(spark, root, cfg, 0)
+    again = plan_stage.run(StageRun(spark, root, cfg, 0))
     assert (snapshot(spark, root, "fetchlist"), snapshot(spark, root, "crawldb")) == before
-    assert again["planned"] == again["candidates"] == 5
+    assert again.planned == again.candidates == 5
 
     # Gen 1, after gen 0's URLs were fetched: the deferred ones come up, c.test within budget.
     fetched = tables.read(spark, root, "crawldb").where(F.col("next_gen") == 0)
     update = {"status": "'fetched'", "last_gen": "0", "next_gen": "NULL"}
     tables.merge(spark, fetched, root, "crawldb", keys=["url_key"], update=update, insert=False)
-    counts = plan_stage.run(spark, root, cfg, 1)
-    assert (counts["candidates"], counts["planned"], counts["filtered_budget"]) == (2, 2, 0)
+    counts = plan_stage.run(StageRun(spark, root, cfg, 1))
+    assert (counts.candidates, counts.planned, counts.filtered_budget) == (2, 2, 0)
     gen1 = tables.read(spark, root, "fetchlist").where("gen = 1").collect()
     assert {r["url"] for r in gen1} == {p[1], c[2]}
 
 
-def test_pending_urls_ignores_frontier_urls_plan_would_only_filter(spark, spark_cfg, tmp_path):
-    root = str(tmp_path / "crawl")
-    tables.init_tables(spark, root)
+def test_has_work_ignores_frontier_urls_plan_would_only_filter(
+    spark, spark_cfg, tmp_path, new_root
+):
+    root = new_root
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://a.test/\n")
     cfg = replace(spark_cfg, crawl__max_depth=3)
     seed(spark, root, str(seeds), cfg, 0)
-    assert pending_urls(spark, root, cfg, 0) == 1  # the queued seed
+    assert plan_stage.has_work(spark, root, cfg, 0)  # the queued seed
     done = {"status": "'fetched'", "last_gen": "0", "next_gen": "NULL"}
     crawldb = tables.read(spark, root, "crawldb")
     tables.merge(spark, crawldb, root, "crawldb", keys=["url_key"], update=done, insert=False)
@@ -383,10 +384,10 @@ def test_pending_urls_ignores_frontier_urls_plan_would_only_filter(spark, spark_
         ],
     )
     # Only URLs plan would mark filtered: running generation 1 would fetch nothing.
-    assert pending_urls(spark, root, cfg, 1) == 0
-    assert pending_urls(spark, root, replace(cfg, crawl__max_depth=4), 1) == 1
+    assert not plan_stage.has_work(spark, root, cfg, 1)
+    assert plan_stage.has_work(spark, root, replace(cfg, crawl__max_depth=4), 1)
     add_frontier(spark, root, 1, [("http://a.test/next", 1, "http://a.test/")])
-    assert pending_urls(spark, root, cfg, 1) == 1
+    assert plan_stage.has_work(spark, root, cfg, 1)
 
 
 def test_a_stage_appends_on_its_first_run_and_replaces_on_a_rerun(spark, planned_root):
@@ -413,6 +414,7 @@ def test_a_stage_appends_on_its_first_run_and_replaces_on_a_rerun(spark, planned
     assert fetchlist() == planned
 
 
+@pytest.mark.slow
 def test_plan_appends_new_urls_to_crawldb_and_merges_when_a_known_url_changes(spark, planned_root):
     root, cfg, p, c = planned_root
 
@@ -420,7 +422,7 @@ def test_plan_appends_new_urls_to_crawldb_and_merges_when_a_known_url_changes(sp
         h = DeltaTable.forPath(spark, tables.table_path(root, "crawldb")).history(1).first()
         return h["operation"], h["operationParameters"].get("mode")
 
-    plan_stage.run(spark, root, cfg, 0)
+    plan_stage.run(StageRun(spark, root, cfg, 0))
     # gen 0 inserts, filters and defers new URLs only: one append
     assert last_crawldb_write() == ("WRITE", "Append")
     assert by_url(spark, root)[p[1]] == ("queued", "link", 1, 0, 1)
@@ -430,8 +432,8 @@ def test_plan_appends_new_urls_to_crawldb_and_merges_when_a_known_url_changes(sp
     # gen 1: a new URL of a.test ranks first (depth 0), so the known p[1] is past a.test's
     # budget of 3 (2 attempted): a known row changes, which takes the MERGE
     add_frontier(spark, root, 1, [("http://a.test/q", 0, "http://a.test/")])
-    counts = plan_stage.run(spark, root, cfg, 1)
-    assert (counts["planned"], counts["filtered_budget"]) == (2, 1)
+    counts = plan_stage.run(StageRun(spark, root, cfg, 1))
+    assert (counts.planned, counts.filtered_budget) == (2, 1)
     assert last_crawldb_write() == ("MERGE", None)
     rows = by_url(spark, root)
     assert rows[p[1]] == ("filtered", "budget", 1, 0, None)
@@ -439,37 +441,37 @@ def test_plan_appends_new_urls_to_crawldb_and_merges_when_a_known_url_changes(sp
     assert len(rows) == 12 and tables.read(spark, root, "crawldb").count() == 12
 
 
+@pytest.mark.slow
 def test_plan_rerun_is_right_whichever_of_its_two_writes_a_crash_left_out(spark, planned_root):
     """plan writes fetchlist and crawldb at once: a crash may leave either one out."""
     root, cfg, _p, _c = planned_root
     crawldb = DeltaTable.forPath(spark, tables.table_path(root, "crawldb"))
     before = crawldb.history(1).first()["version"]
-    plan_stage.run(spark, root, cfg, 0, fresh=True)
+    plan_stage.run(StageRun(spark, root, cfg, 0, first=True))
     planned, decided = snapshot(spark, root, "fetchlist"), by_url(spark, root)
     assert planned and len(decided) == 11
     # crawldb committed, the fetchlist not
     empty = tables.read(spark, root, "fetchlist").limit(0)
     tables.replace_where(empty, root, "fetchlist", "gen = 0")
     assert snapshot(spark, root, "fetchlist") == []
-    plan_stage.run(spark, root, cfg, 0)
+    plan_stage.run(StageRun(spark, root, cfg, 0))
     assert snapshot(spark, root, "fetchlist") == planned
     assert by_url(spark, root) == decided
     # the fetchlist committed, crawldb not
     crawldb.restoreToVersion(before)
     assert len(by_url(spark, root)) == 2  # the seeds
-    plan_stage.run(spark, root, cfg, 0)
+    plan_stage.run(StageRun(spark, root, cfg, 0))
     assert snapshot(spark, root, "fetchlist") == planned
     assert by_url(spark, root) == decided
 
 
 @pytest.mark.parametrize(("fetch_slices", "expected"), [(3, 3), (8, 7)])
 def test_plan_counts_list_the_slices_fetch_would_query(
-    spark, spark_cfg, tmp_path, fetch_slices, expected
+    spark, spark_cfg, new_root, fetch_slices, expected
 ):
-    """A chained fetch takes its slices from plan's counts instead of querying the fetchlist:
+    """A chained fetch takes its slices from plan's result instead of querying the fetchlist:
     both must name the same slices and URLs (8 slices asked, 7 made: the busiest host has 7)."""
-    root = str(tmp_path / "crawl")
-    tables.init_tables(spark, root)
+    root = new_root
     cfg = replace(
         spark_cfg,
         storage__fetch_slices=fetch_slices,
@@ -478,9 +480,9 @@ def test_plan_counts_list_the_slices_fetch_would_query(
     )
     urls = [f"http://a.test/{i}" for i in range(7)] + [f"http://b.test/{i}" for i in range(3)]
     add_frontier(spark, root, 0, [(u, 1, "http://a.test/") for u in [*urls, "http://c.test/"]])
-    counts = plan_stage.run(spark, root, cfg, 0, fresh=True)
+    counts = plan_stage.run(StageRun(spark, root, cfg, 0, first=True))
     fetchlist = tables.read(spark, root, "fetchlist").where(F.col("gen") == 0)
-    queried = fetch_stage.stored_slices(spark, root, 0, fetchlist, fresh=True)
+    queried = fetch_stage.stored_slices(spark, root, 0, fetchlist, nothing_stored=True)
     planned = fetch_stage.planned_slices(counts)
     assert planned.slices == queried.slices == expected
     assert planned.urls == planned.urls_todo == queried.urls == queried.urls_todo == 11

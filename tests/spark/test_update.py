@@ -13,6 +13,7 @@ from crawllib import tables
 from crawllib.config import replace
 from crawllib.schemas import CRAWLDB, FETCHES, FRONTIER, TEXTS
 from crawllib.stages import update
+from crawllib.stages.base import StageRun
 from crawllib.transforms.update import crawldb_updates, redirect_frontier
 from crawllib.urls import url_key
 
@@ -212,10 +213,8 @@ def test_redirect_targets_not_in_crawldb_go_to_the_next_frontier(spark):
 
 
 @pytest.fixture
-def root(tmp_path, spark):
-    path = str(tmp_path / "crawl")
-    tables.init_tables(spark, path)
-    return path
+def root(new_root):
+    return new_root
 
 
 def crawldb_rows(spark, root):
@@ -231,8 +230,9 @@ def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
     link = {**redirect_row("http://site.test/linked", "site.test", "site.test", 2, 1)}
     tables.append(frame(spark, FRONTIER, [{**link, "reason": "link"}]), root, "frontier")
 
-    counts = update.run(spark, root, cfg, GEN)
-    assert counts == {
+    counts = update.run(StageRun(spark, root, cfg, GEN))
+    assert counts.as_counts() == {
+        "urls": 18,
         "fetched": 2,
         "duplicate": 1,
         "redirected": 5,
@@ -254,7 +254,7 @@ def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
     ]
 
     first = crawldb_rows(spark, root)
-    assert update.run(spark, root, cfg, GEN) == counts
+    assert update.run(StageRun(spark, root, cfg, GEN)) == counts
     assert crawldb_rows(spark, root) == first
     history = DeltaTable.forPath(spark, tables.table_path(root, "crawldb")).history(1).collect()
     assert history[0]["operation"] == "MERGE"

@@ -17,7 +17,7 @@ pytest.importorskip("scrapy")
 DELAY = 0.2
 # Scrapy spaces requests to a host when it releases them from the host's slot; each reaches the
 # wire after what its one thread is busy with then (callbacks: links, trafilatura; connecting),
-# so the starts the test web sees can be closer than DELAY: 6 ms apart for DELAY 0.05 here.
+# so the starts the test web sees can be closer than DELAY; REACTOR_LAG allows for it.
 REACTOR_LAG = 0.1
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from crawllib.bench.suite import FULL, render
+from crawllib.bench.suite import FULL, NOTES_HEADING, kept_notes, render
 
 MIB = 2**20
 
@@ -110,3 +110,13 @@ def test_a_slower_run_misses_its_goals():
     table = rows(render(results(fetch_s=40.0, scrapy_wall=50.0)))
     assert table["1a."][3:] == ["0.45", "≥ 0.9", "**no**"]
     assert table["6a."][3:] == ["1.60", "≤ 1", "**no**"]
+
+
+def test_a_new_report_keeps_the_hand_written_notes(tmp_path):
+    path = tmp_path / "benchmarks.md"
+    assert kept_notes(str(path)) == ""  # no report yet
+    notes = f"{NOTES_HEADING}\n\n- a figure measured by hand\n"
+    path.write_text(render(results()) + "\n" + notes)
+    assert kept_notes(str(path)) == notes
+    path.write_text(render(results()))
+    assert kept_notes(str(path)) == ""

@@ -84,9 +84,9 @@ def test_simhash_fits_spark_long(text):
 def test_one_word_changed_in_300_is_near():
     """One word in 300 changes 3 of 298 shingles; bit votes close to a tie can flip.
 
-    With 3-gram shingles of weight 1 the distance is binomially spread: about 70% of such
-    edits stay within 3 bits and nearly all within 8 (measured over seeds). Longer texts are
-    steadier (see the next test). So k = 3 finds most, not all, one-word edits of short pages.
+    With 3-gram shingles of weight 1 the distance is binomially spread: most such edits stay
+    within 3 bits and nearly all within 8. Longer texts are steadier (see the next test). So a
+    small k finds most, not all, one-word edits of short pages.
     """
     rng = random.Random(20240501)
     distances = []

@@ -1,0 +1,58 @@
+"""What every stage takes and returns: a :class:`StageRun` in, a :class:`StageResult` out.
+
+A stage's ``run(run: StageRun) -> <Stage>Result`` reads and writes through the run, so the
+rules that hold for every stage live here once:
+
+- ``first``: no run of this stage has ever started for this generation (the generations table
+  has no row of it; ``running`` is recorded before the stage writes anything). Such a run has
+  nothing of its own to replace, so :meth:`StageRun.replace_own` appends, which is cheaper
+  than a ``replaceWhere``; any later run (a rerun after a crash, or ``--force``) replaces.
+- ``previous``: the result of the stage before it, when that ran in the same process just
+  before (``crawl generation``, ``crawl run``): what it knows need not be read back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from pyspark.sql import DataFrame, SparkSession
+
+from crawllib import tables
+from crawllib.config import Config
+
+
+@dataclasses.dataclass(frozen=True)
+class StageResult:
+    """A stage's counts: one int field per count, as recorded in ``generations.counts``."""
+
+    # The count that measures the stage's throughput (items per second in `crawl status`).
+    THROUGHPUT: ClassVar[str] = ""
+
+    def as_counts(self) -> dict[str, int]:
+        return {f.name: int(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+@dataclasses.dataclass(frozen=True)
+class StageRun:
+    """One run of one stage for generation ``gen`` of the crawl at ``root``."""
+
+    spark: SparkSession
+    root: str
+    cfg: Config
+    gen: int
+    first: bool = False
+    previous: StageResult | None = None
+
+    def read(self, name: str) -> DataFrame:
+        """The table ``name`` as it is now (a Delta DataFrame reads its latest version at each
+        action)."""
+        return tables.read(self.spark, self.root, name)
+
+    def replace_own(self, df: DataFrame, name: str, where: str) -> None:
+        """Write df as this stage's rows of table ``name``, the rows matching ``where``:
+        replaced on a rerun, appended by a first run (there is nothing to replace)."""
+        if self.first:
+            tables.append(df, self.root, name)
+        else:
+            tables.replace_where(df, self.root, name, where)
