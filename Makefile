@@ -1,10 +1,11 @@
-# Quick start: `make demo` (install + demo crawl), `make test` (install + lint + all tests).
+# Quick start: `make demo` (install + demo crawl), `make test` (install + lint + all tests),
+# `make check` (lint + the fast tier: unit and fast Spark tests, for the inner loop).
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint format unit e2e bench dist airflow-env clean
+.PHONY: install demo test check lint typecheck format unit e2e bench dist airflow-env clean
 
 install: $(STAMP)
 
@@ -23,13 +24,22 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check crawllib jobs tests tools
 	$(BIN)/ruff format --check crawllib jobs tests tools
+	$(BIN)/mypy
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format crawllib jobs tests tools
 	$(BIN)/ruff check --fix crawllib jobs tests tools
 
+# Every test: unit, Spark, end-to-end crawls, the Airflow DAG, the standalone cluster (CI).
 test: lint
 	$(BIN)/pytest
+
+# The inner loop: unit tests and the fast Spark tests (tests/conftest.py assigns the tiers).
+check: lint
+	$(BIN)/pytest -m "not slow"
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit

@@ -1,10 +1,23 @@
-"""Shared fixtures: one SparkSession per test session (it takes seconds to start)."""
+"""Shared fixtures (one SparkSession per test session: it takes seconds to start) and the test
+tiers.
+
+Tiers, by folder: tests/unit (pure code, no SparkSession) and tests/spark (a shared session,
+tables under tmp_path) form the fast tier, ``make check`` (``pytest -m "not slow"``); tests/e2e,
+tests/airflow and tests/cluster, and any test marked ``e2e`` elsewhere, are ``slow``. ``make
+test`` (what CI runs) runs them all.
+"""
 
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 import pytest
 
 from crawllib.config import load_config
+
+TESTS = Path(__file__).resolve().parent
+SLOW_FOLDERS = ("e2e", "airflow", "cluster")
 
 
 def test_config_overrides() -> list[str]:
@@ -17,6 +30,9 @@ def test_config_overrides() -> list[str]:
         "network.resolve_only=true",
         "storage.min_slice_urls=1",  # tiny test crawls still commit in several slices
         "storage.min_slice_seconds=0",
+        # Tiny test tables: compiling generated code costs more than it saves (crawls keep it)
+        'spark.conf={"spark.sql.codegen.wholeStage" = "false", '
+        '"spark.sql.codegen.factoryMode" = "NO_CODEGEN"}',
     ]
 
 
@@ -35,3 +51,31 @@ def spark(spark_cfg):
     session = get_spark(spark_cfg)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def template_root(spark, tmp_path_factory):
+    """An initialised, empty crawl root, made once: tests copy it (`new_root`) instead of
+    creating the nine tables each time."""
+    from crawllib import tables
+
+    root = str(tmp_path_factory.mktemp("template") / "crawl")
+    tables.init_tables(spark, root)
+    return root
+
+
+@pytest.fixture
+def new_root(template_root, tmp_path):
+    """A fresh, initialised, empty crawl root of this test: ``tmp_path/crawl``."""
+    root = tmp_path / "crawl"
+    shutil.copytree(template_root, root)
+    return str(root)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        folder = Path(item.path).resolve().relative_to(TESTS).parts[0]
+        if folder == "spark":
+            item.add_marker(pytest.mark.spark)
+        if folder in SLOW_FOLDERS or item.get_closest_marker("e2e"):
+            item.add_marker(pytest.mark.slow)
