@@ -2,39 +2,62 @@
 
 Every sub-command takes ``--config FILE`` (repeatable, later files win) and
 ``--set section.key=value`` (repeatable, wins over files). Errors of the user's input
-(bad config, missing crawl root, bad seed file) print one clear line and exit 2.
+(bad config, missing crawl root, bad seed file, a refused query, a crawl root another process
+is writing) print one clear line and exit 2.
+
+A command that writes holds the crawl root's writer lease (`crawllib.lease`) from before its
+SparkSession starts until it ends, so a second writer is refused at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from crawllib.config import Config, ConfigError, load_config
-from crawllib.errors import StageOrderError
+from crawllib.errors import USER_ERRORS
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("crawllib")
 
-COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[..., int]]] = {}
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    help: str
+    add_args: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, Config], int]
+    writes: bool  # holds the crawl root's writer lease while it runs
 
 
-def command(name: str, help_text: str, add_args: Callable[[argparse.ArgumentParser], None]):
-    def register(fn: Callable[..., int]) -> Callable[..., int]:
-        COMMANDS[name] = (help_text, add_args, fn)
+COMMANDS: dict[str, Command] = {}
+
+
+def command(
+    name: str,
+    help_text: str,
+    add_args: Callable[[argparse.ArgumentParser], None],
+    writes: bool = False,
+) -> Callable[[Callable[[argparse.Namespace, Config], int]], Callable[..., int]]:
+    def register(fn: Callable[[argparse.Namespace, Config], int]) -> Callable[..., int]:
+        COMMANDS[name] = Command(help_text, add_args, fn, writes)
         return fn
 
     return register
 
 
-def _crawl_session(cfg: Config, root: str):
+def _crawl_session(cfg: Config, root: str, writes: bool = False) -> SparkSession:
     """The SparkSession, once ROOT is known to be a crawl root (else a clear error)."""
     from crawllib import tables
     from crawllib.session import get_spark
 
     spark = get_spark(cfg)
-    tables.require(spark, root)
+    tables.require(spark, root, writes=writes)
     return spark
 
 
@@ -56,7 +79,7 @@ def _sql_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, help="print at most this many rows")
 
 
-@command("init", "create the crawl tables under ROOT (idempotent)", _root)
+@command("init", "create the crawl tables under ROOT (idempotent)", _root, writes=True)
 def cmd_init(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import tables
     from crawllib.session import get_spark
@@ -71,11 +94,11 @@ def cmd_init(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
-@command("seed", "add seed URLs to the frontier of the next generation", _seed_args)
+@command("seed", "add seed URLs to the frontier of the next generation", _seed_args, writes=True)
 def cmd_seed(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import generations, seeding
 
-    spark = _crawl_session(cfg, args.root)
+    spark = _crawl_session(cfg, args.root, writes=True)
     gen = generations.next_seed_gen(generations.stage_states(spark, args.root))
     report = seeding.seed(spark, args.root, args.file, cfg, gen)
     for r in report.rejected:
@@ -88,14 +111,22 @@ def cmd_seed(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
-@command("sql", "run SQL over the crawl tables (each visible by its name)", _sql_args)
+@command("sql", "run a read-only query over the crawl tables (each visible by its name)", _sql_args)
 def cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
+    from pyspark.errors import AnalysisException
+
     from crawllib import tables
+    from crawllib.errors import QueryRefused
     from crawllib.output import WRITERS
+    from crawllib.readonly import check_query
 
     spark = _crawl_session(cfg, args.root)
+    check_query(spark, args.root, args.query)  # before Spark runs anything of it
     tables.register_views(spark, args.root)
-    df = spark.sql(args.query)
+    try:
+        df = spark.sql(args.query)
+    except AnalysisException as exc:
+        raise QueryRefused(str(exc).strip().splitlines()[0]) from None
     if args.limit is not None:
         df = df.limit(args.limit)
     rows = (tuple(r) for r in df.toLocalIterator())
@@ -129,10 +160,13 @@ def _stage_command(stage: str) -> Callable[..., int]:
     def run(args: argparse.Namespace, cfg: Config) -> int:
         from crawllib import generations, pipeline
 
-        spark = _crawl_session(cfg, args.root)
+        spark = _crawl_session(cfg, args.root, writes=True)
+        ledger = generations.read_ledger(spark, args.root)
         if args.gen == "next":
-            args.gen = generations.due_gen(generations.stage_states(spark, args.root), stage)
-        result = pipeline.run_stage(spark, args.root, cfg, args.gen, stage, force=args.force)
+            args.gen = generations.due_gen(ledger.states, stage)
+        result = pipeline.run_stage(
+            spark, args.root, cfg, args.gen, stage, force=args.force, ledger=ledger
+        )
         if result is None:
             print(f"generation {args.gen} {stage}: already done; nothing to do (--force reruns it)")
         else:
@@ -151,7 +185,7 @@ for _stage, _help in (
     ("parse", "parse generation N's pages: texts, duplicates, links, next frontier"),
     ("update", "update crawldb from generation N's fetches (states, retries, redirects)"),
 ):
-    command(_stage, _help, _stage_args)(_stage_command(_stage))
+    command(_stage, _help, _stage_args, writes=True)(_stage_command(_stage))
 
 
 def _generation_args(p: argparse.ArgumentParser) -> None:
@@ -159,11 +193,11 @@ def _generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gen", type=int, default=None, help="generation (default: the next one due)")
 
 
-@command("generation", "run all four stages of one generation", _generation_args)
+@command("generation", "run all four stages of one generation", _generation_args, writes=True)
 def cmd_generation(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import pipeline
 
-    spark = _crawl_session(cfg, args.root)
+    spark = _crawl_session(cfg, args.root, writes=True)
     gen = pipeline.run_generation(spark, args.root, cfg, args.gen)
     print(f"generation {gen}: done")
     return 0
@@ -177,7 +211,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command("run", "init if needed, seed, then run generations", _run_args)
+@command("run", "init if needed, seed, then run generations", _run_args, writes=True)
 def cmd_run(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import pipeline
     from crawllib.session import get_spark
@@ -247,7 +281,9 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hosts", type=int, default=12, help="regular hosts in the test web")
 
 
-@command("demo", "crawl the built-in test web on 127.0.0.1 and show the results", _demo_args)
+@command(
+    "demo", "crawl the built-in test web on 127.0.0.1 and show the results", _demo_args, writes=True
+)
 def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import progress
     from crawllib.demo import run_demo
@@ -258,12 +294,28 @@ def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
     return run_demo(cfg, args.root, args.generations, args.hosts)
 
 
+@command(
+    "accept-state",
+    "accept the tables' current versions as the crawl's state (after a lost log file or a "
+    "restore stopped a stage); then rerun with --force what is gone",
+    _root,
+    writes=True,
+)
+def cmd_accept_state(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib import pipeline
+
+    spark = _crawl_session(cfg, args.root, writes=True)
+    versions = pipeline.accept_state(spark, args.root)
+    print("accepted table versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crawl", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (help_text, add_args, _) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        add_args(p)
+    for name, cmd in COMMANDS.items():
+        p = sub.add_parser(name, help=cmd.help, description=cmd.help)
+        cmd.add_args(p)
         p.add_argument(
             "--config",
             action="append",
@@ -293,19 +345,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for noisy in ("py4j", "pyspark", "asyncio"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # PySpark logs a failed query's context as an error; the command reports it in one line.
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     try:
         cfg = load_config(args.config, args.overrides)
     except ConfigError as exc:
         print(f"crawl: configuration error: {exc}", file=sys.stderr)
         return 2
-    _, _, fn = COMMANDS[args.command]
+    cmd = COMMANDS[args.command]
     try:
-        return fn(args, cfg)
-    except (FileNotFoundError, ValueError, StageOrderError) as exc:
+        if not cmd.writes:
+            return cmd.run(args, cfg)
+        from crawllib import lease
+
+        with lease.hold(args.root, _command_line(args), cfg):
+            return cmd.run(args, cfg)
+    except (FileNotFoundError, ValueError, *USER_ERRORS) as exc:
         if type(exc).__module__.startswith(("pyspark", "py4j")):
             raise
         print(f"crawl {args.command}: {exc}", file=sys.stderr)
         return 2
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """What the lease names as its holder: the command and its generation, if one."""
+    gen = getattr(args, "gen", None)
+    return f"crawl {args.command}" + (f" --gen {gen}" if gen is not None else "")
 
 
 if __name__ == "__main__":

@@ -258,6 +258,12 @@ class StorageConfig:
         "politeness.default_delay (a slice's commit costs seconds)",
         at_least(0),
     )
+    lease_seconds: float = setting(
+        300.0,
+        "a writer's lease on the crawl root lasts this long unless renewed (every third of it); "
+        "a dead writer's lease can be taken over once it expires",
+        at_least(1),
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,6 +12,7 @@ import time
 from crawllib import config as config_mod
 from crawllib import pipeline, tables
 from crawllib.config import Config
+from crawllib.lease import LEASE_NAME
 from crawllib.output import write_table
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,13 @@ def run_demo(
     from crawllib.testing import WebSpec, serve_in_thread
 
     if fresh and os.path.isdir(root):
-        shutil.rmtree(root)
+        for entry in os.listdir(root):  # all but the writer lease this run holds
+            if not entry.startswith(LEASE_NAME):
+                path = os.path.join(root, entry)
+                if os.path.isdir(path):
+                    shutil.rmtree(path)
+                else:
+                    os.remove(path)
     os.makedirs(root, exist_ok=True)
     spec = WebSpec(seed=7, hosts=hosts, pages_per_host=40, special=True)
     started = time.monotonic()

@@ -1,5 +1,27 @@
-"""Errors of the user's input or of stage order: the CLI prints them as one line and exits 2."""
+"""Errors of the user's input, of stage order or of the crawl root's state: the CLI prints each
+as one line and exits 2."""
 
 
 class StageOrderError(RuntimeError):
     """A stage was asked to run before the one it builds on."""
+
+
+class QueryRefused(ValueError):
+    """`crawl sql` was given a statement that writes, or reads something other than the crawl's
+    tables."""
+
+
+class LeaseHeld(RuntimeError):
+    """Another process holds the crawl root's writer lease (and it has not expired)."""
+
+
+class LeaseLost(RuntimeError):
+    """This process's writer lease was taken over (it had expired): it must not write again."""
+
+
+class TableBehind(RuntimeError):
+    """A table is at an older Delta version than a stage recorded after committing to it."""
+
+
+# What the CLI reports as one line and exit 2 rather than a traceback.
+USER_ERRORS = (StageOrderError, QueryRefused, LeaseHeld, LeaseLost, TableBehind)

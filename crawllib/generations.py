@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from pyspark.sql import SparkSession
 
 from crawllib import tables
+from crawllib.schemas import GENERATIONS
 from crawllib.vocab import STAGES, Stage, StageState
 
 States = dict[tuple[int, str], str]  # (gen, stage) -> state of its latest row
@@ -35,6 +36,7 @@ class RunRow:
     finished_at: dt.datetime | None = None
     seconds: float | None = None
     counts: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    versions: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def at(self) -> tuple[dt.datetime, bool]:
@@ -54,14 +56,10 @@ def latest_of(rows: Iterable[RunRow]) -> dict[tuple[int, str], RunRow]:
     return latest
 
 
-def latest_runs(spark: SparkSession, root: str) -> dict[tuple[int, str], RunRow]:
-    """(gen, stage) -> its latest row, read from the table.
-
-    The table holds a few rows per stage run, so it is collected and reduced here: a Spark
-    aggregation would cost a shuffle on every call.
-    """
-    rows = tables.read(spark, root, "generations").collect()
-    return latest_of(
+def read_rows(spark: SparkSession, root: str) -> list[RunRow]:
+    """Every row of the table. It holds a few rows per stage run, so it is collected and
+    reduced on the driver: a Spark aggregation would cost a shuffle on every call."""
+    return [
         RunRow(
             r["gen"],
             r["stage"],
@@ -70,14 +68,45 @@ def latest_runs(spark: SparkSession, root: str) -> dict[tuple[int, str], RunRow]
             r["finished_at"],
             r["seconds"],
             dict(r["counts"] or {}),
+            dict(r.asDict().get("versions") or {}),  # absent from an older crawl's table
         )
-        for r in rows
-    )
+        for r in tables.read(spark, root, "generations").collect()
+    ]
+
+
+def latest_runs(spark: SparkSession, root: str) -> dict[tuple[int, str], RunRow]:
+    """(gen, stage) -> its latest row, read from the table."""
+    return latest_of(read_rows(spark, root))
 
 
 def stage_states(spark: SparkSession, root: str) -> States:
     """(gen, stage) -> state of its latest row."""
     return {key: row.state for key, row in latest_runs(spark, root).items()}
+
+
+@dataclasses.dataclass
+class Ledger:
+    """What the generations table says, as the process that writes it keeps track: each stage
+    run's state, and the table versions the latest recording row holds (``recorded_by``
+    names it: "gen 3 fetch")."""
+
+    states: States
+    versions: dict[str, int]
+    recorded_by: str = ""
+
+
+def ledger_of(rows: Iterable[RunRow]) -> Ledger:
+    rows = list(rows)
+    states = {key: row.state for key, row in latest_of(rows).items()}
+    recorded = [row for row in rows if row.versions]
+    if not recorded:
+        return Ledger(states, {})
+    last = max(recorded, key=lambda row: row.at)
+    return Ledger(states, dict(last.versions), f"gen {last.gen} {last.stage}")
+
+
+def read_ledger(spark: SparkSession, root: str) -> Ledger:
+    return ledger_of(read_rows(spark, root))
 
 
 def prerequisite(gen: int, stage: str) -> tuple[int, str] | None:
@@ -93,7 +122,7 @@ def next_gen(states: States) -> int:
     """The generation due: the first one started and not fully done (its update), else the
     one after the last done (0 on a new crawl)."""
     done = {g for (g, s), st in states.items() if s == Stage.UPDATE and st == StageState.DONE}
-    for gen in sorted({g for (g, _s) in states}):
+    for gen in sorted({g for (g, s) in states if s in STAGES}):
         if gen not in done:
             return gen
     return max(done) + 1 if done else 0
@@ -132,6 +161,7 @@ def record(
     started_at: dt.datetime,
     counts: Mapping[str, int] | None = None,
     then: tuple[int, str] | None = None,
+    versions: Mapping[str, int] | None = None,
 ) -> dt.datetime:
     """Append a stage run's row: ``running`` (no finish), ``done`` or ``failed`` (finished
     now); return now, as the row has it.
@@ -140,20 +170,17 @@ def record(
     finishes: its ``running`` row (started_at: this row's finished_at) is appended in the
     same commit (one commit for two). The commit's Delta ``userMetadata`` names its rows
     ("gen 3 fetch done, gen 3 parse running"), so `DESCRIBE HISTORY` shows which stage runs
-    each version recorded.
+    each version recorded. versions: the tables' Delta versions after this stage's commits.
     """
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     finished = None if state == StageState.RUNNING else now
     seconds = (finished - started_at).total_seconds() if finished else None
     counts_map = {k: int(v) for k, v in (counts or {}).items()}
-    rows = [(gen, stage, state, started_at, finished, seconds, counts_map)]
+    versions_map = {k: int(v) for k, v in (versions or {}).items()} or None
+    rows = [(gen, stage, state, started_at, finished, seconds, counts_map, versions_map)]
     if then:
-        rows.append((then[0], then[1], StageState.RUNNING, now, None, None, {}))
-    df = spark.createDataFrame(
-        rows,
-        "gen int, stage string, state string, started_at timestamp, finished_at timestamp, "
-        "seconds double, counts map<string,bigint>",
-    )
+        rows.append((then[0], then[1], StageState.RUNNING, now, None, None, {}, None))
+    df = spark.createDataFrame(rows, GENERATIONS)
     note = ", ".join(f"gen {r[0]} {r[1]} {r[2]}" for r in rows)
     tables.append(df, root, "generations", note=note)
     return now

@@ -15,13 +15,13 @@ from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 
-from crawllib import generations, progress, seeding, tables
+from crawllib import generations, integrity, progress, seeding, tables
 from crawllib.config import Config
 from crawllib.errors import StageOrderError
-from crawllib.generations import States
+from crawllib.generations import Ledger, States
 from crawllib.stages import fetch, parse, plan, update
 from crawllib.stages.base import StageResult, StageRun
-from crawllib.vocab import STAGES, Stage, StageState
+from crawllib.vocab import ACCEPT_STATE, STAGES, Stage, StageState
 
 log = logging.getLogger(__name__)
 
@@ -73,14 +73,14 @@ def run_stage(
     gen: int,
     stage: str,
     force: bool = False,
-    states: States | None = None,
+    ledger: Ledger | None = None,
 ) -> StageResult | None:
     """Run one stage of one generation; None when it was already done (and not forced).
 
-    ``states`` (``generations.stage_states``), when the caller has just read them, spares a
-    read of the generations table; the dict is updated with this stage's new state.
+    ``ledger`` (``generations.read_ledger``), when the caller has just read it, spares a read
+    of the generations table; it is updated with this stage's run.
     """
-    return _run_stage(spark, root, cfg, gen, stage, force, states)[0]
+    return _run_stage(spark, root, cfg, gen, stage, force, ledger)[0]
 
 
 def _run_stage(
@@ -90,19 +90,24 @@ def _run_stage(
     gen: int,
     stage: str,
     force: bool = False,
-    states: States | None = None,
+    ledger: Ledger | None = None,
     started: Started | None = None,
     then: str | None = None,
 ) -> tuple[StageResult | None, Started | None]:
     """`run_stage`, plus: ``started``, this run's running row as the previous stage's done
     commit recorded it; ``then``, a stage of the same generation to start next, whose running
     row goes into this stage's done commit (it is returned as the next call's ``started``).
+
+    Before it writes anything, the stage checks that no table is behind the versions the
+    ledger recorded (`crawllib.integrity`); its done row records the versions after it.
     """
-    if states is None:
-        states = generations.stage_states(spark, root)
+    if ledger is None:
+        ledger = generations.read_ledger(spark, root)
+    states = ledger.states
     if not should_run(states, gen, stage, force):
         log.info("gen %d %s: already done, skipped", gen, stage)
         return None, None
+    integrity.verify(spark, root, ledger.versions, ledger.recorded_by)
     if started is not None and (started.gen, started.stage) == (gen, stage):
         at = started.at
         run = StageRun(spark, root, cfg, gen, first=started.first, previous=started.previous)
@@ -123,10 +128,12 @@ def _run_stage(
         raise
     following = None
     chain = (gen, then) if then and states.get((gen, then)) != StageState.DONE else None
+    versions = integrity.current_versions(spark, root)
     finished = generations.record(
-        spark, root, gen, stage, StageState.DONE, at, result.as_counts(), then=chain
+        spark, root, gen, stage, StageState.DONE, at, result.as_counts(), chain, versions
     )
     states[(gen, stage)] = StageState.DONE
+    ledger.versions, ledger.recorded_by = versions, f"gen {gen} {stage}"
     if chain:
         following = Started(gen, chain[1], finished, chain not in states, result)
         states[chain] = StageState.RUNNING
@@ -139,23 +146,23 @@ def run_generation(
     root: str,
     cfg: Config,
     gen: int | None = None,
-    states: States | None = None,
+    ledger: Ledger | None = None,
 ) -> int:
     """Run every stage of one generation (the next due when gen is None); return its number.
 
-    The generations table is read once (or not at all when ``states`` is given): this
-    process is the one running the generation's stages, so it tracks their states itself.
+    The generations table is read once (or not at all when ``ledger`` is given): this
+    process is the one running the generation's stages, so it tracks them itself.
     A stage's ``done`` row and the next stage's ``running`` row are one commit.
     """
-    if states is None:
-        states = generations.stage_states(spark, root)
+    if ledger is None:
+        ledger = generations.read_ledger(spark, root)
     if gen is None:
-        gen = generations.next_gen(states)
+        gen = generations.next_gen(ledger.states)
     started = None
     for i, stage in enumerate(STAGES, start=1):
         then = STAGES[i] if i < len(STAGES) else None
         result, started = _run_stage(
-            spark, root, cfg, gen, stage, states=states, started=started, then=then
+            spark, root, cfg, gen, stage, ledger=ledger, started=started, then=then
         )
         counts = result.as_counts() if result else {}
         figures = {k: v for k, v in counts.items() if k in _SHOWN}
@@ -190,8 +197,9 @@ def run_crawl(
     if created:
         log.info("initialised crawl root %s", tables.normalize_root(root))
     # Read once: from here on this process is the one recording stage runs, and
-    # run_generation keeps the dict up to date.
-    states = generations.stage_states(spark, root)
+    # run_generation keeps the ledger up to date.
+    ledger = generations.read_ledger(spark, root)
+    states = ledger.states
     if seeds:
         report = seeding.seed(spark, root, seeds, cfg, generations.next_seed_gen(states))
         for r in report.rejected:
@@ -212,7 +220,7 @@ def run_crawl(
                 gen,
             )
             break
-        run_generation(spark, root, cfg, gen, states=states)
+        run_generation(spark, root, cfg, gen, ledger=ledger)
         ran.append(gen)
     return ran
 
@@ -233,3 +241,16 @@ def status_rows(spark: SparkSession, root: str) -> list[tuple]:
         seconds = round(r.seconds, 1) if r.seconds is not None else None
         out.append((gen, stage, r.state, seconds, rate, summary))
     return out
+
+
+def accept_state(spark: SparkSession, root: str) -> dict[str, int]:
+    """Record the tables' current versions as the crawl's state (after a lost log file or a
+    restore that `crawllib.integrity` stopped a stage on); return them. The stages whose output
+    is gone have to be rerun with force: this records, it repairs nothing."""
+    ledger = generations.read_ledger(spark, root)
+    versions = integrity.current_versions(spark, root)
+    gen = generations.next_gen(ledger.states)
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    generations.record(spark, root, gen, ACCEPT_STATE, StageState.DONE, now, versions=versions)
+    log.warning("accepted the tables as they are: %s (was: %s)", versions, ledger.versions)
+    return versions

@@ -169,7 +169,8 @@ ROBOTS = struct_of(
     ("error_kind", S),
 )
 
-# One row per generation and stage. state: running, done, failed.
+# One row per generation and stage. state: running, done, failed. versions: the Delta version
+# of every other table after a done stage's commits (crawllib.integrity).
 GENERATIONS = struct_of(
     ("gen", I),
     ("stage", S),
@@ -178,6 +179,7 @@ GENERATIONS = struct_of(
     ("finished_at", T),
     ("seconds", D),
     ("counts", MapType(S, L)),
+    ("versions", MapType(S, L)),
 )
 
 TABLES: dict[str, tuple[StructType, list[str]]] = {

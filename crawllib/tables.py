@@ -17,8 +17,10 @@ from typing import TypeVar
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql.types import StructType
 from pyspark.util import inheritable_thread_target
 
+from crawllib import lease
 from crawllib.schemas import TABLES
 
 log = logging.getLogger(__name__)
@@ -39,16 +41,19 @@ def table_path(root: str, name: str) -> str:
 
 
 def init_tables(spark: SparkSession, root: str) -> list[str]:
-    """Create every table that does not exist yet (idempotent); return the names created.
+    """Create every table that does not exist yet, and add the columns an existing table of an
+    older crawllib lacks (idempotent); return the names created.
 
     The tables are created from one thread each: every creation is a few small driver-side
     steps, which overlap.
     """
+    lease.check_writable(root)
 
     def create(name: str) -> bool:
         schema, partitions = TABLES[name]
         path = table_path(root, name)
         if DeltaTable.isDeltaTable(spark, path):
+            _add_missing_columns(spark, path, schema)
             return False
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
         if partitions:
@@ -60,13 +65,28 @@ def init_tables(spark: SparkSession, root: str) -> list[str]:
     return [name for name, new in zip(TABLES, made, strict=True) if new]
 
 
-def require(spark: SparkSession, root: str) -> None:
+def require(spark: SparkSession, root: str, writes: bool = False) -> None:
+    """FileNotFoundError unless root holds every table. writes: the caller will write, so
+    tables of an older crawllib get the columns they lack (`init_tables`)."""
     missing = [n for n in TABLES if not DeltaTable.isDeltaTable(spark, table_path(root, n))]
     if missing:
         raise FileNotFoundError(
             f"{normalize_root(root)} is not a crawl root (missing tables: {', '.join(missing)}); "
             f"run `crawl init {root}` first"
         )
+    if writes:
+        init_tables(spark, root)
+
+
+def _add_missing_columns(spark: SparkSession, path: str, schema: StructType) -> None:
+    """Columns a newer crawllib added to a table are added to an existing one (nullable:
+    its old rows read them as null)."""
+    existing = set(spark.read.format("delta").load(path).schema.fieldNames())
+    missing = [f for f in schema.fields if f.name not in existing]
+    if missing:
+        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+        log.warning("adding columns to %s: %s", path, columns)
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
 
 
 def read(spark: SparkSession, root: str, name: str) -> DataFrame:
@@ -109,6 +129,7 @@ def append(
 ) -> None:
     """Append rows. With txn=(app_id, version) Delta skips a write it has already committed;
     note becomes the commit's userMetadata (shown by DESCRIBE HISTORY)."""
+    lease.check_writable(root)
     writer = _conform(df, name).write.format("delta").mode("append")
     if txn:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
@@ -124,6 +145,7 @@ def replace_where(df: DataFrame, root: str, name: str, condition: str) -> None:
     append: a stage run that has nothing of its own to replace appends instead
     (`crawllib.stages.base.StageRun.replace_own`).
     """
+    lease.check_writable(root)
     (
         _conform(df, name)
         .write.format("delta")
@@ -161,6 +183,7 @@ def merge(
 
     update: column -> SQL expression over ``t`` (target) and ``s`` (source); None: no update.
     """
+    lease.check_writable(root)
     keys = list(keys)
     source = _conform(df, name).dropDuplicates(keys)
     target = DeltaTable.forPath(spark, table_path(root, name))

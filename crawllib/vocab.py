@@ -166,6 +166,8 @@ class Stage:
 
 
 STAGES: Final = words(Stage)
+# A generations row that is no stage: the operator accepted the tables' versions as they are.
+ACCEPT_STATE: Final = "accept-state"
 
 
 class StageState:

@@ -23,6 +23,11 @@ an unfinished stage replaces that stage's own output (fetch also skips its commi
 ``max_active_runs=1`` keeps two runs from working on the crawl at once, so with ``gen=next``
 a failed run is finished by the next one. Speculative execution stays off (two copies of a
 fetch task would hit the same hosts twice).
+
+One writer per crawl root: each stage holds the root's writer lease while it runs. A task that
+finds it held (a manual ``crawl`` run, or a killed try whose lease has not expired yet) exits 2
+naming the holder; its retry runs once the root is free (a dead holder's lease expires within
+``storage.lease_seconds``, 5 minutes by default, shorter than the retry delay).
 """
 
 from __future__ import annotations

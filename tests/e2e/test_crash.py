@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from crawllib import tables
+from crawllib import lease, tables
 from crawllib.testing import WebSpec, serve_in_thread
 from crawllib.urls import normalize_url
 from tests.conftest import test_config_overrides
@@ -22,7 +22,12 @@ from tests.conftest import test_config_overrides
 pytestmark = pytest.mark.e2e
 
 GENERATIONS = 3
-SETTINGS = {"crawl.max_depth": 2, "politeness.default_delay": 0.1, "storage.fetch_slices": 4}
+SETTINGS = {
+    "crawl.max_depth": 2,
+    "politeness.default_delay": 0.1,
+    "storage.fetch_slices": 4,
+    "storage.lease_seconds": 3,  # a killed run's writer lease expires soon
+}
 
 
 def toml_config(path, resolve):
@@ -80,6 +85,14 @@ def run_and_kill(cmd, until, timeout=600):
         proc.wait()
 
 
+def wait_lease_expired(root):
+    """A killed run leaves its writer lease behind: the rerun may take it once it expires."""
+    held = lease.LocalStore(os.path.join(root, lease.LEASE_NAME)).read()
+    if held is not None:
+        holder = lease.Holder.from_bytes(held[0])
+        time.sleep(max(0.0, holder.expires_at - time.time()) + 0.2)
+
+
 def wait_quiet(web, quiet=3.0, timeout=60.0):
     deadline = time.monotonic() + timeout
     seen = len(web.log)
@@ -133,9 +146,11 @@ def test_kill_in_fetch_and_in_parse_then_rerun_matches_uninterrupted(spark, web,
     wait_quiet(web)
     after_kill = page_requests(web.log)
     # 2. Rerun, killed in the middle of its first parse.
+    wait_lease_expired(root)
     parses = stage_starts(root, "parse")
     run_and_kill(cmd, lambda: stage_starts(root, "parse") > parses and time.sleep(1.0) is None)
     # 3. Rerun to the end.
+    wait_lease_expired(root)
     subprocess.run(
         cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=900
     )
