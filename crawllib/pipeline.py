@@ -51,6 +51,13 @@ def should_run(states: States, gen: int, stage: str, force: bool = False) -> boo
         raise StageOrderError(
             f"cannot run {stage} of generation {gen}: {before[1]} of generation {before[0]} is not done"
         )
+    if stage == Stage.PLAN and (gen, Stage.FETCH) in states:
+        # The fetchlist is what fetch works from (its committed slices): replanning it now
+        # would record a plan that is not the one fetched.
+        raise StageOrderError(
+            f"cannot run plan of generation {gen} again: its fetch has started; rerun fetch "
+            f"(it skips committed slices) or go on with generation {gen + 1}"
+        )
     return True
 
 
@@ -110,12 +117,27 @@ def _run_stage(
     integrity.verify(spark, root, ledger.versions, ledger.recorded_by)
     if started is not None and (started.gen, started.stage) == (gen, stage):
         at = started.at
-        run = StageRun(spark, root, cfg, gen, first=started.first, previous=started.previous)
+        run = StageRun(
+            spark,
+            root,
+            cfg,
+            gen,
+            first=started.first,
+            previous=started.previous,
+            frontier_open=(gen + 1, Stage.PLAN) not in states,
+        )
     else:
         # Never started before: no table holds rows of this stage run yet, so the stage may
         # append where a rerun has to replace. "running" is recorded before the stage writes.
         at = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-        run = StageRun(spark, root, cfg, gen, first=(gen, stage) not in states)
+        run = StageRun(
+            spark,
+            root,
+            cfg,
+            gen,
+            first=(gen, stage) not in states,
+            frontier_open=(gen + 1, Stage.PLAN) not in states,
+        )
         generations.record(spark, root, gen, stage, StageState.RUNNING, at)
     states[(gen, stage)] = StageState.RUNNING
     t0 = time.monotonic()

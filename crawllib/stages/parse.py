@@ -128,10 +128,13 @@ def _write_links_and_frontier(run: StageRun, extracted: DataFrame) -> dict[str, 
     try:
         run.replace_own(links, "links", f"gen = {gen}")
         crawldb = run.read("crawldb")
+        where = f"gen = {gen + 1} AND reason = '{FrontierReason.LINK}'"
+        if not run.frontier_open:  # gen + 1 was planned from it: kept as it is
+            new_frontier = run.read("frontier").where(where).count()
+            return {"links": links.count(), "new_frontier": new_frontier}
         frontier = next_frontier(links, extracted.select("url_key", "depth"), crawldb, gen)
         frontier = frontier.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            where = f"gen = {gen + 1} AND reason = '{FrontierReason.LINK}'"
             run.replace_own(frontier, "frontier", where)
             new_frontier = frontier.count()
         finally:

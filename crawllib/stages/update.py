@@ -66,14 +66,18 @@ def run(run: StageRun) -> UpdateResult:
     crawldb = run.read("crawldb")
 
     # Frontier first, from crawldb as it was: the MERGE below does not add redirect targets.
-    frontier = redirect_frontier(fetches, crawldb, gen).persist()
-    try:
-        redirects = frontier.count()
-        if redirects or not run.first:
-            where = f"gen = {gen + 1} AND reason = '{FrontierReason.REDIRECT}'"
-            run.replace_own(frontier, "frontier", where)
-    finally:
-        frontier.unpersist()
+    # Once gen + 1 is planned its frontier is kept as it is (StageRun.frontier_open).
+    where = f"gen = {gen + 1} AND reason = '{FrontierReason.REDIRECT}'"
+    if run.frontier_open:
+        frontier = redirect_frontier(fetches, crawldb, gen).persist()
+        try:
+            redirects = frontier.count()
+            if redirects or not run.first:
+                run.replace_own(frontier, "frontier", where)
+        finally:
+            frontier.unpersist()
+    else:
+        redirects = run.read("frontier").where(where).count()
 
     updates = crawldb_updates(
         fetches,

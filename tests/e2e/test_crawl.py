@@ -13,6 +13,7 @@ import pytest
 from delta.tables import DeltaTable
 
 from crawllib import pipeline, tables
+from crawllib.errors import StageOrderError
 from crawllib.generations import STAGES
 from crawllib.testing import canonical_url, is_private_host
 from crawllib.testing.site import PRIVATE_LINKS
@@ -240,12 +241,15 @@ def test_stage_reruns_change_nothing(spark, crawl):
         assert pipeline.run_stage(spark, root, crawl["cfg"], 1, stage) is None  # done: skipped
     assert snapshot(names) == before
     # Forced reruns replace their own output with the same rows (fetch skips committed slices;
-    # the frontier may shrink, since links known by now are no longer new).
+    # the frontier of generation 2, already planned, is kept as it is).
     requests = len(crawl["web"].log)
     for stage in ("fetch", "parse", "update"):
         pipeline.run_stage(spark, root, crawl["cfg"], 1, stage, force=True)
-    kept = ("fetches", "pages", "texts", "links", "crawldb")
+    kept = ("fetches", "pages", "texts", "links", "crawldb", "frontier", "fetchlist")
     assert snapshot(kept) == {n: before[n] for n in kept}
+    # a plan rerun after its fetch started is refused: the fetchlist is what was fetched
+    with pytest.raises(StageOrderError, match="its fetch has started"):
+        pipeline.run_stage(spark, root, crawl["cfg"], 1, "plan", force=True)
     assert len(crawl["web"].log) == requests
     assert pipeline.run_crawl(spark, root, crawl["cfg"], None, GENERATIONS) == []
 

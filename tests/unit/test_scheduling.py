@@ -76,6 +76,10 @@ def test_should_run_skips_done_stages_refuses_out_of_order_and_names_the_missing
         should_run({}, 0, "fetch", force=True)  # force never skips the order
     with pytest.raises(ValueError, match="unknown stage 'crawl'"):
         should_run(states, 0, "crawl")
+    # a plan forced after its fetch started would record a plan that is not the one fetched
+    with pytest.raises(StageOrderError, match="plan of generation 0 again: its fetch has started"):
+        should_run(states, 0, "plan", force=True)
+    assert should_run({**done(0), (1, "plan"): "failed"}, 1, "plan")
 
 
 def test_new_seeds_join_the_first_generation_not_yet_planned():
