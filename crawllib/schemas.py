@@ -89,15 +89,20 @@ FETCHLIST = struct_of(
     ("slot", S),
 )
 
-# Every fetch attempt, failures included. outcome: ok, redirect, http_error, robots_denied,
-# blocked, error, deferred. slice: the commit slice (group of hosts) that wrote the row.
-FETCHES = struct_of(
+# What identifies a fetched URL in the rows of a fetch slice (fetches and pages).
+FETCHED_URL: tuple[tuple[str, DataType], ...] = (
     ("gen", I),
     ("slice", I),
     ("url_key", L),
     ("url", S),
     ("host", S),
     ("depth", I),
+)
+
+# Every fetch attempt, failures included. outcome: crawllib.vocab.Outcome. slice: the commit
+# slice (group of hosts) that wrote the row.
+FETCHES = struct_of(
+    *FETCHED_URL,
     ("outcome", S),
     ("fetched_at", T),
     ("http_status", I),
@@ -113,12 +118,7 @@ FETCHES = struct_of(
 
 # Raw HTML of successful fetches: parse can be rerun without refetching.
 PAGES = struct_of(
-    ("gen", I),
-    ("slice", I),
-    ("url_key", L),
-    ("url", S),
-    ("host", S),
-    ("depth", I),
+    *FETCHED_URL,
     ("fetched_at", T),
     ("http_status", I),
     ("content_type", S),
