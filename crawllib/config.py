@@ -210,6 +210,11 @@ class FetchConfig:
     )
     retry_after_cap: float = setting(120.0, "longest Retry-After honoured, in seconds", at_least(0))
     max_attempts: int = setting(5, "attempts before a failing URL is dead", at_least(1))
+    extract: bool = setting(
+        True,
+        "extract each page's text and links in the fetch task while it waits on politeness "
+        "(off: the parse stage extracts)",
+    )
     retry_backoff_base: int = setting(
         1, "a URL failed n times is retried 2**(n-1) * base generations later", at_least(1)
     )

@@ -39,7 +39,8 @@ import trafilatura
 
 from crawllib.config import Config
 from crawllib.hashing import content_hash, simhash64
-from crawllib.urls import InvalidURL, normalize_url
+from crawllib.records import Extracted, Link
+from crawllib.urls import InvalidURL, host_of, normalize_url, url_key
 
 # trafilatura logs a warning for every page it finds no text in; the result records that.
 logging.getLogger("trafilatura").setLevel(logging.ERROR)
@@ -87,6 +88,34 @@ def extract_page(body: bytes | None, url: str, charset: str | None, cfg: Config)
             "error": f"{type(exc).__name__}: {exc}"[:1000],
             "links": [],
         }
+
+
+def extract_record(body: bytes | None, url: str, charset: str | None, cfg: Config) -> Extracted:
+    """`extract_page` with each link's url_key and host: what the fetch engine and the parse
+    stage store of a page (its texts row and its links rows). One link per target url_key,
+    the first."""
+    page = extract_page(body, url, charset, cfg)
+    by_key: dict[int, Link] = {}
+    for dst, anchor in page["links"]:
+        key = url_key(dst)
+        if key not in by_key:
+            by_key[key] = {
+                "dst_url": dst,
+                "dst_key": key,
+                "dst_host": host_of(dst),
+                "anchor": anchor,
+            }
+    links = list(by_key.values())
+    return {
+        "title": page["title"],
+        "text": page["text"],
+        "language": page["language"],
+        "text_chars": page["text_chars"],
+        "content_hash": page["content_hash"],
+        "simhash": page["simhash"],
+        "error": page["error"],
+        "links": links,
+    }
 
 
 def _extract(body: bytes | None, url: str, charset: str | None, max_bytes: int) -> dict[str, Any]:

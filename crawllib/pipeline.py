@@ -125,6 +125,7 @@ def _run_stage(
             first=started.first,
             previous=started.previous,
             frontier_open=(gen + 1, Stage.PLAN) not in states,
+            force=force,
         )
     else:
         # Never started before: no table holds rows of this stage run yet, so the stage may
@@ -137,6 +138,7 @@ def _run_stage(
             gen,
             first=(gen, stage) not in states,
             frontier_open=(gen + 1, Stage.PLAN) not in states,
+            force=force,
         )
         generations.record(spark, root, gen, stage, StageState.RUNNING, at)
     states[(gen, stage)] = StageState.RUNNING

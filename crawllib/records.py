@@ -28,6 +28,29 @@ class FetchInput(TypedDict):
     depth: int
 
 
+class Link(TypedDict):
+    """An outbound link of a page: a row of the links table without its source."""
+
+    dst_url: str
+    dst_key: int
+    dst_host: str
+    anchor: str
+
+
+class Extracted(TypedDict):
+    """A page's extraction (`crawllib.extract.extract_record`): the columns of its texts row,
+    and its outbound links. ``content_hash`` and ``simhash`` fingerprint the extracted text."""
+
+    title: str | None
+    text: str | None
+    language: str | None
+    text_chars: int | None
+    content_hash: str | None
+    simhash: int | None
+    error: str | None
+    links: list[Link]
+
+
 class FetchRecord(TypedDict):
     """What became of one input URL: exactly one per :class:`FetchInput` row.
 
@@ -56,6 +79,7 @@ class FetchRecord(TypedDict):
     fetch_ms: int
     ip: str | None
     retry_after: float | None
+    extracted: Extracted | None  # a kept page's extraction when fetch.extract is on
 
 
 class RobotsRecord(TypedDict):

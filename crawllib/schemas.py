@@ -129,9 +129,24 @@ PAGES = struct_of(
     ("content_hash", S),
 )
 
+# An outbound link, normalised, and a page's extraction: crawllib.records.Link and Extracted.
+LINK = struct_of(("dst_url", S), ("dst_key", L), ("dst_host", S), ("anchor", S))
+EXTRACTED = struct_of(
+    ("title", S),
+    ("text", S),
+    ("language", S),
+    ("text_chars", I),
+    ("content_hash", S),
+    ("simhash", L),
+    ("error", S),
+    ("links", ArrayType(LINK)),
+)
+
 # Extracted documents. duplicate_of: url_key of the first copy (exact or near), else null.
+# slice: the fetch slice of its page.
 TEXTS = struct_of(
     ("gen", I),
+    ("slice", I),
     ("url_key", L),
     ("url", S),
     ("host", S),
@@ -146,9 +161,10 @@ TEXTS = struct_of(
     ("error", S),
 )
 
-# Outbound links, normalised.
+# Outbound links, one per (src_key, dst_key). slice: as in texts.
 LINKS = struct_of(
     ("gen", I),
+    ("slice", I),
     ("src_key", L),
     ("src_url", S),
     ("dst_key", L),

@@ -40,11 +40,13 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import aiohttp
 
 from crawllib.config import Config
+from crawllib.extract import extract_record
 from crawllib.fetch.client import Fetched, Limits, fetch_url, trace_config
 from crawllib.fetch.dns import Resolver
 from crawllib.fetch.robots_fetch import RobotsState, classify, fetch_robots, fresh_rows
@@ -55,6 +57,7 @@ from crawllib.vocab import HOST_DOWN_KINDS, ErrorKind, Outcome, Record
 
 log = logging.getLogger(__name__)
 
+EXTRACTIONS_IN_FLIGHT = 8  # fetched pages waiting for the extraction thread, at most
 HOST_DOWN_AFTER = 3  # consecutive dns/connect failures after which a host's rest is deferred
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
 
@@ -99,6 +102,11 @@ class _Run:
         )
         self.resolver = Resolver(cfg.network, timeout=cfg.fetch.connect_timeout)
         self.session: aiohttp.ClientSession | None = None
+        # Extraction runs in one thread beside the loop, while the slots wait on politeness;
+        # a bounded number of fetched pages wait for it (their bodies are in memory).
+        self.extractor: ThreadPoolExecutor | None = None
+        self.extraction_room = asyncio.Semaphore(EXTRACTIONS_IN_FLIGHT)
+        self.group: asyncio.TaskGroup | None = None
 
     async def emit(self, record: EngineRecord) -> None:
         result = self._emit(record)
@@ -142,13 +150,18 @@ class _Run:
                 self.session = session
                 queue = deque(sorted(slots.values(), key=lambda s: -len(s.rows)))
                 workers = min(len(queue), self.cfg.politeness.max_hosts_in_flight)
+                if self.cfg.fetch.extract:
+                    self.extractor = ThreadPoolExecutor(1, thread_name_prefix="crawllib-extract")
                 try:
                     async with asyncio.TaskGroup() as group:
+                        self.group = group
                         for i in range(workers):
                             group.create_task(self._worker(queue, i / workers))
                 except BaseExceptionGroup as group_error:  # an engine or emit failure
                     raise group_error.exceptions[0] from None
         finally:
+            if self.extractor is not None:
+                self.extractor.shutdown(wait=True, cancel_futures=True)
             await self.resolver.close()
 
     def _slots(self, rows: Iterable[Mapping[str, Any]]) -> dict[str, Slot]:
@@ -178,7 +191,28 @@ class _Run:
                     log.exception("fetch of %s failed inside the engine", row.get("url"))
                     record = self._row(row, Outcome.ERROR, error_kind=ErrorKind.INTERNAL)
                     record["error_detail"] = f"{type(exc).__name__}: {exc}"[:300]
-                await self.emit(record)
+                if self.extractor is not None and record["body"] is not None:
+                    await self.extraction_room.acquire()
+                    assert self.group is not None
+                    self.group.create_task(self._extract_and_emit(record))
+                else:
+                    await self.emit(record)
+
+    async def _extract_and_emit(self, record: FetchRecord) -> None:
+        """Extract a fetched page in the extraction thread (the slot goes on meanwhile), then
+        emit its record with the extraction."""
+        try:
+            record["extracted"] = await self.loop.run_in_executor(
+                self.extractor,
+                extract_record,
+                record["body"],
+                record["url"] or "",
+                record["charset"],
+                self.cfg,
+            )
+        finally:
+            self.extraction_room.release()
+        await self.emit(record)
 
     async def _one(self, slot: Slot, row: Mapping[str, Any]) -> FetchRecord:
         url = row.get("url") or ""
@@ -304,4 +338,5 @@ class _Run:
             "fetch_ms": got.fetch_ms,
             "ip": got.ip,
             "retry_after": got.retry_after,
+            "extracted": None,
         }

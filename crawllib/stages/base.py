@@ -9,6 +9,7 @@ rules that hold for every stage live here once:
   than a ``replaceWhere``; any later run (a rerun after a crash, or ``--force``) replaces.
 - ``previous``: the result of the stage before it, when that ran in the same process just
   before (``crawl generation``, ``crawl run``): what it knows need not be read back.
+- ``force``: asked to run although done (``--force``): parse then re-extracts every page.
 - ``frontier_open``: the next generation has not been planned yet. Once it has, its frontier
   rows were consumed (their URLs are in crawldb), so a rerun of parse or update (``--force``)
   leaves them as they are: recomputed now they would shrink to the URLs crawldb does not know.
@@ -47,6 +48,7 @@ class StageRun:
     first: bool = False
     previous: StageResult | None = None
     frontier_open: bool = True
+    force: bool = False
 
     def read(self, name: str) -> DataFrame:
         """The table ``name`` as it is now (a Delta DataFrame reads its latest version at each

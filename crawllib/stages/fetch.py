@@ -1,22 +1,28 @@
-"""fetch(N): fetchlist gen N -> pages, fetches (gen N) and robots, one slice at a time.
+"""fetch(N): fetchlist gen N -> pages, texts, links, fetches (gen N) and robots, a slice at a time.
+
+The engine extracts each kept page (text, title, language, fingerprints, links) in the fetch
+task while its slots wait on politeness (``fetch.extract``), so a slice's texts rows (not yet
+marked as duplicates: parse does that) and links rows are written with its pages.
 
 A slice (a group of slots, ``fetchlist.slice``) is committed once ``fetches`` holds its rows:
 per slice the stage fetches, persists the results (so the network is hit once), then appends
-pages and, from a second driver thread at the same time, writes robots (appended for hosts new
-to the table, MERGEd by host when an expired row is refreshed), and last appends fetches: one
+pages, texts and links and writes robots (appended for hosts new to the table, MERGEd by host
+when an expired row is refreshed), from parallel driver threads, and last appends fetches: one
 commit each, so a slice is in fetches whole or not at all. A rerun skips committed slices; a
 crash loses at most the slice in flight, and its rerun reuses the robots.txt already written
-and replaces (replaceWhere gen/slice) the pages the crashed run left of that slice. Appends,
-not a replaceWhere every time: a replaceWhere rebuilds the table's snapshot to find the files
-it replaces, so it costs several appends, and a slice makes two such writes.
+and replaces (replaceWhere gen/slice) the pages, texts and links the crashed run left of that
+slice. Appends, not a replaceWhere every time: a replaceWhere rebuilds the table's snapshot to
+find the files it replaces, so it costs several appends.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import ClassVar
 
 from pyspark import StorageLevel
@@ -30,12 +36,14 @@ from crawllib.stages.base import StageResult, StageRun
 from crawllib.stages.plan import PlanResult
 from crawllib.transforms.fetch import (
     engine_robots,
+    extracted_from_results,
     fetch_inputs,
     fetch_results,
     fetches_from_results,
     pages_from_results,
     robots_from_results,
 )
+from crawllib.transforms.parse import links_table, texts_of
 from crawllib.vocab import Outcome, Record, RobotsOutcome, words
 
 log = logging.getLogger(__name__)
@@ -61,19 +69,26 @@ class FetchResult(StageResult):
     error: int
     deferred: int
     pages: int
+    extracted: int
     robots_fetched: int
     seconds_fetching: int
 
 
 @dataclasses.dataclass(frozen=True)
 class Stored:
-    """Fetches rows by outcome, and pages rows: of a slice, or of a whole generation."""
+    """Fetches rows by outcome, pages rows, and texts rows the fetch extracted: of a slice,
+    or of a whole generation."""
 
     outcomes: Counter[str]
     pages: int
+    extracted: int = 0
 
     def __add__(self, other: Stored) -> Stored:
-        return Stored(self.outcomes + other.outcomes, self.pages + other.pages)
+        return Stored(
+            self.outcomes + other.outcomes,
+            self.pages + other.pages,
+            self.extracted + other.extracted,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +132,7 @@ def run(run: StageRun) -> FetchResult:
     for i, r in enumerate(listing.todo, start=1):
         if last_request_by is not None:
             wait_between_slices(spark, root, cfg, fetchlist, r.slice, last_request_by)
-        done = fetch_slice(spark, root, cfg, gen, r.slice, r.slots, fetchlist, r.has_pages)
+        done = fetch_slice(spark, root, cfg, gen, r.slice, r.slots, fetchlist, r.dirty)
         last_request_by = done.ended
         robots_fetched += done.robots
         seconds += done.seconds
@@ -154,6 +169,7 @@ def run(run: StageRun) -> FetchResult:
         slices_skipped=listing.slices - len(listing.todo),
         **{outcome: stored.outcomes[outcome] for outcome in words(Outcome)},
         pages=stored.pages,
+        extracted=stored.extracted,
         robots_fetched=robots_fetched,
         seconds_fetching=round(seconds),
     )
@@ -161,14 +177,18 @@ def run(run: StageRun) -> FetchResult:
     return result
 
 
+# The tables a slice writes before its fetches rows commit it.
+SLICE_TABLES = ("pages", "texts", "links")
+
+
 @dataclasses.dataclass(frozen=True)
 class Slice:
     """A slice still to fetch: its number, its slots (an upper bound will do: it only caps
-    the slice's tasks) and whether pages holds rows of it (a crashed run's)."""
+    the slice's tasks) and whether SLICE_TABLES hold rows of it (a crashed run's)."""
 
     slice: int
     slots: int
-    has_pages: bool = False
+    dirty: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,23 +209,26 @@ def stored_slices(
     in one job. nothing_stored: no fetch run of gen has started before, so fetches and pages
     hold nothing of it and are not read."""
 
-    def stored(name: str, flag: str) -> DataFrame:
-        rows = tables.read(spark, root, name).filter(F.col("gen") == gen)
-        return rows.select("slice", F.lit(True).alias(flag)).distinct()
+    def stored(*names: str) -> DataFrame:
+        frames = [
+            tables.read(spark, root, name).filter(F.col("gen") == gen).select("slice")
+            for name in names
+        ]
+        return functools.reduce(DataFrame.unionByName, frames).distinct()
 
     slices = fetchlist.groupBy("slice").agg(
         F.count("*").alias("urls"), F.countDistinct("slot").alias("slots")
     )
     if nothing_stored:
-        slices = slices.select("*", F.lit(None).alias("committed"), F.lit(None).alias("has_pages"))
+        slices = slices.select("*", F.lit(None).alias("committed"), F.lit(None).alias("dirty"))
     else:
-        slices = slices.join(stored("fetches", "committed"), on="slice", how="left").join(
-            stored("pages", "has_pages"), on="slice", how="left"
-        )
+        committed = stored("fetches").withColumn("committed", F.lit(True))
+        dirty = stored(*SLICE_TABLES).withColumn("dirty", F.lit(True))
+        slices = slices.join(committed, on="slice", how="left").join(dirty, on="slice", how="left")
     rows = slices.orderBy("slice").collect()
     todo = [r for r in rows if not r["committed"]]
     return Slices(
-        todo=[Slice(r["slice"], r["slots"], bool(r["has_pages"])) for r in todo],
+        todo=[Slice(r["slice"], r["slots"], bool(r["dirty"])) for r in todo],
         slices=len(rows),
         urls=sum(r["urls"] for r in rows),
         urls_todo=sum(r["urls"] for r in todo),
@@ -232,12 +255,13 @@ def fetch_slice(
     slice_: int,
     slots: int,
     fetchlist: DataFrame,
-    has_pages: bool = False,
+    dirty: bool = False,
 ) -> SliceDone:
-    """Fetch and commit one slice.
+    """Fetch and commit one slice: pages, and the texts and links rows of the pages the
+    engine extracted, then fetches, which marks the slice committed.
 
-    has_pages: pages already holds rows of this slice (a run that crashed before its fetches
-    commit), which its pages write replaces."""
+    dirty: SLICE_TABLES already hold rows of this slice (a run that crashed before its
+    fetches commit), which its writes replace."""
     slice_rows = fetchlist.filter(F.col("slice") == slice_)
     robots = engine_robots(tables.read(spark, root, "robots"))
     # As many tasks as cores: every task runs at once, each holding many hosts in asyncio, so
@@ -249,9 +273,14 @@ def fetch_slice(
         started = time.monotonic()
         fetched: Counter[str] = Counter()
         robots_by: Counter[str] = Counter()
-        pages = 0
+        pages = extracted = 0
         for row in (
-            results.groupBy("record", "outcome", F.col("body").isNotNull().alias("page"))
+            results.groupBy(
+                "record",
+                "outcome",
+                F.col("body").isNotNull().alias("page"),
+                F.col("extracted").isNotNull().alias("extracted"),
+            )
             .count()
             .collect()
         ):
@@ -261,21 +290,30 @@ def fetch_slice(
             fetched[row["outcome"]] += row["count"]
             if row["outcome"] == Outcome.OK and row["page"]:  # the rows pages_from_results keeps
                 pages += row["count"]
+            extracted += row["count"] if row["extracted"] else 0
         done = SliceDone(
             urls=fetched.total(),
             robots=robots_by.total(),
-            stored=Stored(fetched, pages),
+            stored=Stored(fetched, pages, extracted),
             seconds=time.monotonic() - started,
             ended=time.monotonic(),  # every request of the slice started before this
         )
         where = f"gen = {gen} AND slice = {slice_}"
-        pages_rows = pages_from_results(results, gen, slice_)
+        pages_extracted = extracted_from_results(results, gen, slice_)
+        rows = {
+            "pages": pages_from_results(results, gen, slice_),
+            "texts": texts_of(pages_extracted),
+            "links": links_table(pages_extracted),
+        }
 
-        def write_pages() -> None:
-            if has_pages:
-                tables.replace_where(pages_rows, root, "pages", where)
-            else:
-                tables.append(pages_rows, root, "pages")
+        def writer(name: str) -> Callable[[], None]:
+            def write() -> None:
+                if dirty:
+                    tables.replace_where(rows[name], root, name, where)
+                elif name == "pages" or extracted:
+                    tables.append(rows[name], root, name)
+
+            return write
 
         def write_robots() -> None:
             # Hosts whose robots.txt was cached fetched none. Rows of hosts new to the table
@@ -293,10 +331,9 @@ def fetch_slice(
             else:
                 tables.append(robots_from_results(results), root, "robots")
 
-        if done.robots:  # pages and robots at once: their commits overlap
-            tables.in_parallel(spark, write_pages, write_robots)
-        else:
-            write_pages()
+        # pages, texts, links (and robots) at once: their commits overlap
+        writes = [writer(name) for name in SLICE_TABLES]
+        tables.in_parallel(spark, *writes, *([write_robots] if done.robots else []))
         # Last: fetches rows are what marks the slice as committed (none yet, or it would
         # have been skipped).
         tables.append(fetches_from_results(results, gen, slice_), root, "fetches")
@@ -336,4 +373,5 @@ def generation_stored(spark: SparkSession, root: str, gen: int) -> Stored:
         }
     )
     pages = tables.read(spark, root, "pages").filter(F.col("gen") == gen).count()
-    return Stored(by_outcome, pages)
+    extracted = tables.read(spark, root, "texts").filter(F.col("gen") == gen).count()
+    return Stored(by_outcome, pages, extracted)

@@ -1,8 +1,15 @@
-"""parse(N): pages of generation N -> texts and links of N, frontier of N + 1 (reason link).
+"""parse(N): texts of N marked as duplicates, frontier of N + 1 (reason link) from links of N.
 
-Idempotent: texts and links are replaced with ``replaceWhere gen = N`` and the frontier with
-``replaceWhere gen = N + 1 AND reason = 'link'``, so a rerun (say, with better extraction)
-replaces exactly what the previous run wrote; the first run appends (nothing to replace).
+The fetch stage extracts its pages while it waits on politeness (``fetch.extract``) and writes
+their texts and links rows, per slice. Parse extracts, from the stored raw pages, only what the
+fetch did not (every page when ``fetch.extract`` is off; every page when forced: ``crawl parse
+--force`` re-extracts without refetching), then does what needs the whole generation: exact
+and near-duplicate marks, and the next frontier (link targets not in crawldb).
+
+Idempotent: texts are replaced with ``replaceWhere gen = N`` (marks included), links likewise
+when parse extracted anything, and the frontier with ``replaceWhere gen = N + 1 AND reason =
+'link'`` (kept as it is once N + 1 is planned: StageRun.frontier_open). When parse extracts,
+links are written before texts: texts rows are what tells a rerun that a page is extracted.
 Duplicates are judged against texts of generations before N only, so rerunning N never sees
 its own previous output.
 """
@@ -18,6 +25,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from crawllib import tables
+from crawllib.schemas import TEXTS
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.transforms.parse import (
     MARK_COLUMNS,
@@ -36,13 +44,14 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass(frozen=True)
 class ParseResult(StageResult):
-    """pages: pages of gen (= rows written to texts); texts: with non-empty text;
-    extract_errors; exact_duplicates, near_duplicates; links: rows written; new_frontier:
-    frontier rows of gen + 1 with reason link."""
+    """pages: pages of gen (= rows written to texts); extracted: the pages this run extracted
+    (the rest the fetch did); texts: with non-empty text; extract_errors; exact_duplicates,
+    near_duplicates; links: rows of gen; new_frontier: frontier rows of gen + 1, reason link."""
 
     THROUGHPUT: ClassVar[str] = "pages"
 
     pages: int
+    extracted: int
     texts: int
     extract_errors: int
     exact_duplicates: int
@@ -52,41 +61,60 @@ class ParseResult(StageResult):
 
 
 def run(run: StageRun) -> ParseResult:
-    """Parse generation ``run.gen``: texts and links of gen, the frontier of gen + 1.
-
-    Extraction runs once, cached; then texts (duplicates marked) and links with the frontier
-    built from them are written at once, from two driver threads: neither reads what the other
-    writes, and the jobs after extraction are short, so their commits and scheduling overlap
-    instead of queueing. Counts come from the cached rows written.
-    """
-    pages = run.read("pages").where(F.col("gen") == run.gen)
-    # Extraction is the costly part and feeds both texts and links: run it once.
-    extracted = extract_pages(pages, run.cfg).persist(StorageLevel.MEMORY_AND_DISK)
+    """Parse generation ``run.gen``: extract what the fetch did not, mark duplicates, build the
+    frontier of gen + 1."""
+    gen = run.gen
+    pages = run.read("pages").where(F.col("gen") == gen)
+    stored = run.read("texts").where(F.col("gen") == gen)
+    todo = pages if run.force else pages.join(stored.select("url_key"), "url_key", "left_anti")
+    # Only a first run of parse over a fetch that extracted nothing finds no texts of gen.
+    replace = not run.first or not stored.isEmpty()
+    extracted = extract_pages(todo, run.cfg).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        extracted.count()  # fills the cache before two threads read it
+        # The costly part, run once: feeds the links and the texts written below.
+        new = extracted.count()
+        if new:
+            _write_links(run, extracted, keep_stored=not run.force)
+        kept = stored.join(extracted.select("url_key"), "url_key", "left_anti")
+        texts = kept.select(*TEXTS.fieldNames()).unionByName(texts_of(extracted))
         texts_counts, links_counts = tables.in_parallel(
             run.spark,
-            lambda: _write_texts(run, extracted),
-            lambda: _write_links_and_frontier(run, extracted),
+            lambda: _write_texts(run, texts, replace),
+            lambda: _write_frontier(run, pages.select("url_key", "depth")),
         )
     finally:
         extracted.unpersist()
-    result = ParseResult(**texts_counts, **links_counts)
+    result = ParseResult(**texts_counts, extracted=new, **links_counts)
     log.info("parse gen %d: %s", run.gen, result)
     return result
 
 
-def _write_texts(run: StageRun, extracted: DataFrame) -> dict[str, int]:
-    """texts of gen, duplicates marked against earlier generations only; their counts."""
+def _write_links(run: StageRun, extracted: DataFrame, keep_stored: bool) -> None:
+    """links of gen: those of the pages just extracted, and (keep_stored) those stored of the
+    other pages (the fetch's)."""
+    links = links_table(extracted)
+    if keep_stored:
+        stored = run.read("links").where(F.col("gen") == run.gen)
+        sources = extracted.select(F.col("url_key").alias("src_key"))
+        links = stored.join(sources, "src_key", "left_anti").unionByName(links)
+    tables.replace_where(links, run.root, "links", f"gen = {run.gen}")
+
+
+def _write_texts(run: StageRun, texts: DataFrame, replace: bool) -> dict[str, int]:
+    """texts of gen (``texts``: unmarked, or marked by an earlier run), duplicates marked
+    against earlier generations only; their counts. replace: the table may hold rows of gen
+    (the fetch's, an earlier run's), else they are appended."""
     gen, cfg = run.gen, run.cfg
     prior = run.read("texts").where(F.col("gen") < gen)
-    # Marked on MARK_COLUMNS only, then joined back to the extracted rows: the text never
-    # goes through the duplicate joins or a cache of its own (column batches of page texts
-    # in a cache can run a local driver out of heap).
+    unmarked = texts.withColumns(
+        {"duplicate_of": F.lit(None).cast("long"), "duplicate_kind": F.lit(None).cast("string")}
+    )
+    # Marked on MARK_COLUMNS only, then joined back to the rows: the text never goes through
+    # the duplicate joins or a cache of its own (column batches of page texts in a cache can
+    # run a local driver out of heap).
     # Near-duplicate marking reads its input three times; keep the exact pass from rerunning.
     exact = (
-        texts_of(extracted)
-        .select(*MARK_COLUMNS)
+        unmarked.select(*MARK_COLUMNS)
         .transform(mark_exact_duplicates, prior)
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
@@ -98,13 +126,13 @@ def _write_texts(run: StageRun, extracted: DataFrame) -> dict[str, int]:
         .select("url_key", "duplicate_of", "duplicate_kind")
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    texts = with_duplicate_marks(texts_of(extracted), marks)
+    marked = with_duplicate_marks(unmarked, marks)
     try:
         # Counted before the write, which then reads the marks the count cached. Not after:
-        # their plan reads the texts table (prior), so once the write commits a new version
-        # the cached plan no longer matches and the count would rerun every duplicate join.
+        # their plan reads the texts table, so once the write commits a new version the
+        # cached plan no longer matches and the count would rerun every duplicate join.
         row = tables.one_row(
-            texts.agg(
+            marked.agg(
                 F.count(F.lit(1)).alias("pages"),
                 F.count_if(F.col("text_chars") > 0).alias("texts"),
                 F.count_if(F.col("error").isNotNull()).alias("extract_errors"),
@@ -114,31 +142,32 @@ def _write_texts(run: StageRun, extracted: DataFrame) -> dict[str, int]:
                 F.count_if(F.col("duplicate_kind") == DuplicateKind.NEAR).alias("near_duplicates"),
             )
         )
-        run.replace_own(texts, "texts", f"gen = {gen}")
+        if replace:
+            tables.replace_where(marked, run.root, "texts", f"gen = {gen}")
+        else:
+            tables.append(marked, run.root, "texts")
     finally:
         marks.unpersist()
         exact.unpersist()
     return {name: int(row[name] or 0) for name in row.asDict()}
 
 
-def _write_links_and_frontier(run: StageRun, extracted: DataFrame) -> dict[str, int]:
-    """links of gen, and the frontier of gen + 1 from those same rows; their counts."""
+def _write_frontier(run: StageRun, depths: DataFrame) -> dict[str, int]:
+    """The frontier of gen + 1 from the links of gen (``depths``: url_key, depth of its
+    pages); the counts of links and frontier rows."""
     gen = run.gen
-    links = links_table(extracted, gen).persist(StorageLevel.MEMORY_AND_DISK)
+    links = run.read("links").where(F.col("gen") == gen)
+    where = f"gen = {gen + 1} AND reason = '{FrontierReason.LINK}'"
+    if not run.frontier_open:  # gen + 1 was planned from it: kept as it is
+        return {"links": links.count(), "new_frontier": run.read("frontier").where(where).count()}
+    links = links.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        run.replace_own(links, "links", f"gen = {gen}")
-        crawldb = run.read("crawldb")
-        where = f"gen = {gen + 1} AND reason = '{FrontierReason.LINK}'"
-        if not run.frontier_open:  # gen + 1 was planned from it: kept as it is
-            new_frontier = run.read("frontier").where(where).count()
-            return {"links": links.count(), "new_frontier": new_frontier}
-        frontier = next_frontier(links, extracted.select("url_key", "depth"), crawldb, gen)
+        frontier = next_frontier(links, depths, run.read("crawldb"), gen)
         frontier = frontier.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             run.replace_own(frontier, "frontier", where)
-            new_frontier = frontier.count()
+            return {"links": links.count(), "new_frontier": frontier.count()}
         finally:
             frontier.unpersist()
-        return {"links": links.count(), "new_frontier": new_frontier}
     finally:
         links.unpersist()

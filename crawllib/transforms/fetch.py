@@ -26,8 +26,20 @@ from pyspark.sql.types import (
 )
 
 from crawllib.config import Config
-from crawllib.records import FetchInput, FetchRecord, RobotsRecord, fields, value_type
-from crawllib.schemas import FETCHES, FETCHLIST, PAGES, ROBOTS, B, D, S, columns_of, struct_of
+from crawllib.records import Extracted, FetchInput, FetchRecord, RobotsRecord, fields, value_type
+from crawllib.schemas import (
+    EXTRACTED,
+    FETCHES,
+    FETCHLIST,
+    PAGES,
+    ROBOTS,
+    B,
+    D,
+    S,
+    columns_of,
+    struct_of,
+)
+from crawllib.transforms.parse import PAGE_KEYS, extracted_struct
 from crawllib.vocab import Outcome, Record, RobotsOutcome
 
 
@@ -37,7 +49,13 @@ def engine_type(dtype: DataType) -> DataType:
 
 
 # The Spark type of a record key that is no table's column, by its values' Python type.
-_SPARK_TYPES: dict[object, DataType] = {str: S, float: D, bool: B, bytes: BinaryType()}
+_SPARK_TYPES: dict[object, DataType] = {
+    str: S,
+    float: D,
+    bool: B,
+    bytes: BinaryType(),
+    Extracted: EXTRACTED,
+}
 
 # Result columns of robots record keys whose name a fetch record key has, with another type:
 # a robots.txt body is text, a page body binary.
@@ -141,6 +159,8 @@ def result_row(record: Mapping[str, Any]) -> tuple:
     if values.get("record") == Record.ROBOTS:
         for key, column in ROBOTS_RENAMED.items():
             values[column] = values.pop(key, None)
+    elif values.get("extracted") is not None:
+        values["extracted"] = extracted_struct(values["extracted"])
     out = []
     for name, convert in _RESULT_CONVERTERS:
         value = values.get(name)
@@ -222,6 +242,22 @@ def pages_from_results(results: DataFrame, gen: int, slice_: int) -> DataFrame:
                 slice=F.lit(slice_),
                 content_hash=F.sha2(F.col("body"), 256),
             )
+        )
+    )
+
+
+def extracted_from_results(results: DataFrame, gen: int, slice_: int) -> DataFrame:
+    """The pages the engine extracted -> extracted pages (``transforms.parse.extract_pages``'
+    output: PAGE_KEYS and the EXTRACTED fields), for texts rows (``texts_of``) and links rows
+    (``links_table``)."""
+    return (
+        _fetch_records(results)
+        .filter(F.col("extracted").isNotNull())
+        .select(
+            F.lit(gen).alias("gen"),
+            F.lit(slice_).alias("slice"),
+            *[c for c in PAGE_KEYS if c not in ("gen", "slice")],
+            "extracted.*",
         )
     )
 

@@ -11,53 +11,35 @@ check the distance), never by comparing all pairs. Exact wins over near.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    ArrayType,
-    IntegerType,
-    LongType,
     StringType,
-    StructField,
-    StructType,
 )
 
 from crawllib.config import Config
-from crawllib.extract import extract_page
-from crawllib.schemas import FRONTIER, TEXTS, columns_of
-from crawllib.urls import host_of, registered_domain, url_key
+from crawllib.extract import extract_record
+from crawllib.records import Extracted
+from crawllib.schemas import EXTRACTED, FRONTIER, LINKS, TEXTS, columns_of
+from crawllib.urls import registered_domain
 from crawllib.vocab import DuplicateKind, FrontierReason
 
-LINK = StructType(
-    [
-        StructField("dst_url", StringType()),
-        StructField("dst_key", LongType()),
-        StructField("dst_host", StringType()),
-        StructField("anchor", StringType()),
-    ]
-)
-EXTRACTED = StructType(
-    [
-        StructField("title", StringType()),
-        StructField("text", StringType()),
-        StructField("language", StringType()),
-        StructField("text_chars", IntegerType()),
-        StructField("content_hash", StringType()),
-        StructField("simhash", LongType()),
-        StructField("error", StringType()),
-        StructField("links", ArrayType(LINK)),
-    ]
-)
 _TEXT_FIELDS = [f.name for f in EXTRACTED.fields if f.name != "links"]
 
 registered_domain_udf = F.udf(registered_domain, StringType())
 
 
-def _extract_udf(cfg: Config):
+def extracted_struct(extracted: Extracted) -> tuple:
+    """An extraction (`crawllib.extract.extract_record`) as a value of the EXTRACTED struct."""
+    links = [(k["dst_url"], k["dst_key"], k["dst_host"], k["anchor"]) for k in extracted["links"]]
+    return (*(extracted[name] for name in _TEXT_FIELDS), links)  # type: ignore[literal-required]
+
+
+def _extract_udf(cfg: Config) -> Any:
     def extract(body: bytes | None, url: str, charset: str | None) -> tuple:
-        result = extract_page(body, url, charset, cfg)
-        links = [(dst, url_key(dst), host_of(dst), anchor) for dst, anchor in result["links"]]
-        return (*(result[name] for name in _TEXT_FIELDS), links)
+        return extracted_struct(extract_record(body, url, charset, cfg))
 
     return F.udf(extract, EXTRACTED)
 
@@ -65,9 +47,9 @@ def _extract_udf(cfg: Config):
 def extract_pages(pages: DataFrame, cfg: Config) -> DataFrame:
     """Run `crawllib.extract.extract_page` on every page.
 
-    In: pages rows (gen, url_key, url, host, depth, charset, body).
-    Out: gen, url_key, url, host, depth, title, text, language, text_chars, content_hash,
-    simhash, error, links (array<struct<dst_url, dst_key, dst_host, anchor>>).
+    In: pages rows (gen, slice, url_key, url, host, depth, charset, body).
+    Out: gen, slice, url_key, url, host, depth, and the EXTRACTED fields: title, text,
+    language, text_chars, content_hash, simhash, error, links (array<LINK>).
 
     A plain Python UDF returning a struct: it ships only body, url and charset to Python (in
     pickled batches of 100 rows, so memory stays bounded however big the bodies), keeps the
@@ -76,13 +58,12 @@ def extract_pages(pages: DataFrame, cfg: Config) -> DataFrame:
     """
     extract = _extract_udf(cfg)
     return pages.select(
-        "gen",
-        "url_key",
-        "url",
-        "host",
-        "depth",
-        extract(F.col("body"), F.col("url"), F.col("charset")).alias("x"),
-    ).select("gen", "url_key", "url", "host", "depth", "x.*")
+        *PAGE_KEYS, extract(F.col("body"), F.col("url"), F.col("charset")).alias("x")
+    ).select(*PAGE_KEYS, "x.*")
+
+
+# What identifies a page in its extracted rows.
+PAGE_KEYS = ("gen", "slice", "url_key", "url", "host", "depth")
 
 
 def texts_of(extracted: DataFrame) -> DataFrame:
@@ -237,28 +218,19 @@ def with_duplicate_marks(texts: DataFrame, marks: DataFrame) -> DataFrame:
     return joined.select(*TEXTS.fieldNames())
 
 
-def links_table(extracted: DataFrame, gen: int) -> DataFrame:
-    """Extracted pages -> rows of the links table, one per (src_key, dst_key), first anchor.
+def links_table(extracted: DataFrame) -> DataFrame:
+    """Extracted pages -> rows of the links table: a page's links are one per target already
+    (`crawllib.extract.extract_record`), so this is a narrow explode, no shuffle.
 
-    In: url_key, url, links. Out: gen, src_key, src_url, dst_key, dst_url, dst_host, anchor.
+    In: gen, slice, url_key, url, links. Out: links columns.
     """
-    exploded = extracted.select(
+    return extracted.select(
+        "gen",
+        "slice",
         F.col("url_key").alias("src_key"),
         F.col("url").alias("src_url"),
-        F.posexplode("links").alias("pos", "link"),
-    )
-    firsts = exploded.groupBy("src_key", F.col("link.dst_key").alias("dst_key")).agg(
-        F.min(F.struct("pos", "src_url", "link")).alias("first")
-    )
-    return firsts.select(
-        F.lit(gen).alias("gen"),
-        "src_key",
-        F.col("first.src_url").alias("src_url"),
-        "dst_key",
-        F.col("first.link.dst_url").alias("dst_url"),
-        F.col("first.link.dst_host").alias("dst_host"),
-        F.col("first.link.anchor").alias("anchor"),
-    )
+        F.inline("links"),
+    ).select(*columns_of(LINKS))
 
 
 def next_frontier(links: DataFrame, pages: DataFrame, crawldb: DataFrame, gen: int) -> DataFrame:

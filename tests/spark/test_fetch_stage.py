@@ -23,7 +23,7 @@ GEN = 0
 DELAY = 0.2
 PATHS = ["/", "/p/0.html", "/p/1.html", "/p/2.html", "/p/99.html"]  # /p/99.html: 404
 DENIED = "/cgi-bin/search?q=news"  # disallowed by every regular host's robots.txt
-WRITTEN = ("pages", "fetches", "robots")
+WRITTEN = ("pages", "texts", "links", "fetches", "robots")
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +95,7 @@ def test_fetch_writes_tables_politely_and_reruns_fetch_nothing_twice(spark, web,
         "error": 0,
         "deferred": 0,
         "pages": pages_expected,
+        "extracted": pages_expected,  # in the fetch task
         "robots_fetched": len(hosts),
     }
 
@@ -115,6 +116,14 @@ def test_fetch_writes_tables_politely_and_reruns_fetch_nothing_twice(spark, web,
         assert page["content_hash"] == hashlib.sha256(page["body"]).hexdigest()
         assert page["gen"] == GEN and page["http_status"] == 200
         assert page["url"] in by_slice[page["slice"]]
+    # every page extracted by the fetch task, its texts row (not yet marked) and links rows in
+    # the page's slice
+    texts = {r["url"]: r for r in tables.read(spark, root, "texts").collect()}
+    assert {u: r["slice"] for u, r in texts.items()} == {p["url"]: p["slice"] for p in pages}
+    assert all(r["text_chars"] > 0 and r["duplicate_of"] is None for r in texts.values())
+    links = tables.read(spark, root, "links").collect()
+    assert {r["src_url"] for r in links} == set(texts)
+    assert all(r["slice"] == texts[r["src_url"]]["slice"] for r in links)
     fetches = {r["url"]: r for r in tables.read(spark, root, "fetches").collect()}
     assert len(fetches) == len(hosts) * len(PATHS) + 1
     assert fetches[f"http://{hosts[1]}/p/99.html"]["outcome"] == "http_error"
@@ -157,6 +166,9 @@ def test_fetch_writes_tables_politely_and_reruns_fetch_nothing_twice(spark, web,
     }
     assert tables.read(spark, root, "fetches").count() == len(fetches)
     assert tables.read(spark, root, "pages").count() == pages_expected
+    # the crashed slice's texts and links rows were replaced, not added to
+    assert tables.read(spark, root, "texts").count() == pages_expected
+    assert tables.read(spark, root, "links").count() == len(links)
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import shutil
 
 import pytest
 from chispa import assert_df_equality
@@ -10,18 +11,19 @@ from pyspark.sql import functions as F
 
 from crawllib import tables
 from crawllib.hashing import content_hash, hamming64, lsh_bands, simhash64
-from crawllib.schemas import CRAWLDB, PAGES, TEXTS
+from crawllib.schemas import CRAWLDB, EXTRACTED, PAGES, TEXTS
 from crawllib.stages import parse as parse_stage
 from crawllib.stages.base import StageRun
 from crawllib.testing.content import article_html, paragraph
 from crawllib.transforms.parse import (
-    EXTRACTED,
     MARK_COLUMNS,
+    extract_pages,
     links_table,
     lsh_band_columns,
     mark_exact_duplicates,
     mark_near_duplicates,
     next_frontier,
+    texts_of,
 )
 from crawllib.urls import url_key
 
@@ -62,7 +64,7 @@ def text_row(gen: int, key: int, text: str | None, error: str | None = None) -> 
 
 
 def texts_df(spark, rows):
-    return spark.createDataFrame([tuple(r[f] for f in TEXTS.fieldNames()) for r in rows], TEXTS)
+    return spark.createDataFrame([tuple(r.get(f) for f in TEXTS.fieldNames()) for r in rows], TEXTS)
 
 
 def marks(spark, rows):
@@ -147,12 +149,13 @@ def test_exact_and_near_duplicates_first_copy_wins(spark, spark_cfg, columns):
 
 def extracted_df(spark, pages):
     """pages: [(url_key, url, depth, [(dst_url, anchor), ...])] -> extract_pages' output."""
-    schema = "gen int, url_key long, url string, host string, depth int, " + ", ".join(
+    schema = "gen int, slice int, url_key long, url string, host string, depth int, " + ", ".join(
         f"{f.name} {f.dataType.simpleString()}" for f in EXTRACTED.fields
     )
     rows = [
         (
             0,
+            1,
             key,
             url,
             "a.test",
@@ -165,28 +168,28 @@ def extracted_df(spark, pages):
     return spark.createDataFrame(rows, schema)
 
 
-def test_links_table_dedups_and_next_frontier_goes_one_deeper(spark):
+def test_links_table_and_next_frontier_goes_one_deeper(spark):
     x, y, z, old = (f"http://b.test/{n}" for n in ("x", "y", "z", "old"))
     extracted = extracted_df(
         spark,
         [
-            (1, "http://a.test/1", 0, [(x, "first"), (y, "Y"), (x, "again"), (old, "old")]),
+            (1, "http://a.test/1", 0, [(x, "first"), (y, "Y"), (old, "old")]),
             (2, "http://a.test/2", 2, [(x, "from two"), (z, "Z")]),
             (3, "http://a.test/3", 1, [(z, "Z3")]),
         ],
     )
-    links = links_table(extracted, 0)
+    links = links_table(extracted)
     kx, ky, kz = url_key(x), url_key(y), url_key(z)
     expected = spark.createDataFrame(
         [
-            (0, 1, "http://a.test/1", kx, x, "b.test", "first"),
-            (0, 1, "http://a.test/1", ky, y, "b.test", "Y"),
-            (0, 1, "http://a.test/1", url_key(old), old, "b.test", "old"),
-            (0, 2, "http://a.test/2", kx, x, "b.test", "from two"),
-            (0, 2, "http://a.test/2", kz, z, "b.test", "Z"),
-            (0, 3, "http://a.test/3", kz, z, "b.test", "Z3"),
+            (0, 1, 1, "http://a.test/1", kx, x, "b.test", "first"),
+            (0, 1, 1, "http://a.test/1", ky, y, "b.test", "Y"),
+            (0, 1, 1, "http://a.test/1", url_key(old), old, "b.test", "old"),
+            (0, 1, 2, "http://a.test/2", kx, x, "b.test", "from two"),
+            (0, 1, 2, "http://a.test/2", kz, z, "b.test", "Z"),
+            (0, 1, 3, "http://a.test/3", kz, z, "b.test", "Z3"),
         ],
-        "gen int, src_key long, src_url string, dst_key long, dst_url string, "
+        "gen int, slice int, src_key long, src_url string, dst_key long, dst_url string, "
         "dst_host string, anchor string",
     )
     assert_df_equality(links, expected, ignore_row_order=True, ignore_nullable=True)
@@ -282,10 +285,13 @@ def snapshot(spark, root):
     )
 
 
-def test_stage_writes_texts_links_frontier_and_is_idempotent(spark, spark_cfg, crawl_root):
+def test_stage_writes_texts_links_frontier_and_is_idempotent(
+    spark, spark_cfg, crawl_root, template_root
+):
     counts = parse_stage.run(StageRun(spark, crawl_root, spark_cfg, 3))
     assert counts.as_counts() == {
         "pages": 4,
+        "extracted": 4,  # the fetch extracted none of these pages (they were written here)
         "texts": 3,
         "extract_errors": 1,
         "exact_duplicates": 1,
@@ -315,5 +321,24 @@ def test_stage_writes_texts_links_frontier_and_is_idempotent(spark, spark_cfg, c
         ("new.test", "new.test", "link"),
         ("site.test", "site.test", "link"),
     }
-    assert parse_stage.run(StageRun(spark, crawl_root, spark_cfg, 3)) == counts
+    # a rerun finds every page extracted: it marks again and writes the same rows
+    again = parse_stage.run(StageRun(spark, crawl_root, spark_cfg, 3))
+    assert again.as_counts() == {**counts.as_counts(), "extracted": 0}
     assert snapshot(spark, crawl_root) == (texts, links, frontier)
+    # --force re-extracts every page from the stored raw pages, to the same rows
+    forced = parse_stage.run(StageRun(spark, crawl_root, spark_cfg, 3, force=True))
+    assert forced == counts
+    assert snapshot(spark, crawl_root) == (texts, links, frontier)
+
+    # The same pages extracted by the fetch (its texts rows unmarked, its links rows, per
+    # slice): parse extracts nothing and ends with the same tables.
+    other = crawl_root + "-fetch-extracted"
+    shutil.copytree(template_root, other)
+    for name in ("pages", "crawldb"):
+        tables.append(tables.read(spark, crawl_root, name), other, name)
+    extracted = extract_pages(tables.read(spark, other, "pages"), spark_cfg)
+    tables.append(texts_of(extracted), other, "texts")
+    tables.append(links_table(extracted), other, "links")
+    fetched = parse_stage.run(StageRun(spark, other, spark_cfg, 3, first=True))
+    assert fetched.as_counts() == {**counts.as_counts(), "extracted": 0}
+    assert snapshot(spark, other) == (texts, links, frontier)

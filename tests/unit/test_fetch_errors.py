@@ -276,9 +276,10 @@ def test_closing_the_iterator_early_stops_the_fetch():
         threads = set(threading.enumerate())
         it = fetch_rows([row(f"http://a.test/{i}") for i in range(50)], cfg)
         first = [next(it) for _ in range(2)]
-        assert [t.name for t in set(threading.enumerate()) - threads] == ["crawllib-fetch"]
+        started = sorted(t.name for t in set(threading.enumerate()) - threads)
+        assert started == ["crawllib-extract_0", "crawllib-fetch"]  # the loop, the extraction
         it.close()
-        # close() returns once the engine's thread has ended: no request can follow
+        # close() returns once the engine's threads have ended: no request can follow
         assert set(threading.enumerate()) - threads == set()
         sent = len(server.hits)
         time.sleep(0.6)  # longer than a turn: a fetch still running would have sent more

@@ -32,8 +32,16 @@ from test_fetch_support import LocalWeb, RawServer, config, row
 from crawllib.fetch import fetch_rows
 from crawllib.fetch.client import Fetched
 from crawllib.fetch.robots_fetch import REDIRECT_DOWN_KINDS
-from crawllib.records import FetchInput, FetchRecord, RobotsRecord, fields, value_type
-from crawllib.schemas import FETCHES, FETCHLIST, PAGES, ROBOTS
+from crawllib.records import (
+    Extracted,
+    FetchInput,
+    FetchRecord,
+    Link,
+    RobotsRecord,
+    fields,
+    value_type,
+)
+from crawllib.schemas import EXTRACTED, FETCHES, FETCHLIST, LINK, LINKS, PAGES, ROBOTS, TEXTS
 from crawllib.transforms.fetch import (
     ENGINE_INPUT,
     ENGINE_ROBOTS,
@@ -91,7 +99,19 @@ def test_fetch_record_keys_beyond_the_tables():
     assert set(fields(FetchRecord)) - {*FETCHES.fieldNames(), *PAGES.fieldNames()} == {
         "record",
         "error_detail",
+        "extracted",  # becomes a texts row and links rows
     }
+
+
+def test_an_extraction_is_a_texts_row_and_links_rows():
+    assert EXTRACTED.fieldNames() == list(fields(Extracted))
+    assert LINK.fieldNames() == list(fields(Link))
+    for key, annotation in fields(Extracted).items():
+        if key != "links":
+            assert fits(annotation, TEXTS[key].dataType), key
+    for key, annotation in fields(Link).items():
+        assert fits(annotation, LINKS[key].dataType), key
+    assert RESULT_SCHEMA["extracted"].dataType == EXTRACTED
 
 
 def test_the_engine_input_is_fetchlist_columns():
@@ -107,7 +127,7 @@ def test_record_kinds_are_the_vocabulary():
 
 
 def test_a_request_result_is_a_fetch_record_without_the_row_identity():
-    identity = {"record", "url_key", "url", "host", "depth", "fetched_at"}
+    identity = {"record", "url_key", "url", "host", "depth", "fetched_at", "extracted"}
     record = {k: v for k, v in fields(FetchRecord).items() if k not in identity}
     assert typing.get_type_hints(Fetched) == record
 
@@ -148,6 +168,7 @@ SPARK_VALUES: dict[type[DataType], type] = {
     BinaryType: bytes,
     MapType: dict,
     ArrayType: list,
+    StructType: tuple,
 }
 
 
@@ -160,6 +181,9 @@ def assert_record_is_declared(record: dict, declaration: type) -> None:
             assert type(None) in typing.get_args(annotation), f"{key} is None"
             continue
         python = value_type(annotation)
+        if typing.is_typeddict(python):
+            assert set(value) == set(fields(python)), (key, value)
+            continue
         origin = typing.get_origin(python) or python
         assert isinstance(value, origin), (key, value)
         if origin in (dict, list):
@@ -193,6 +217,10 @@ def test_a_real_run_emits_exactly_the_declared_records():
     assert sorted(r["url"] for r in fetches) == sorted(urls)
     assert {r["host"] for r in robots} == {"a.test", "down.test"}
     assert {r["outcome"] for r in fetches} == set(words(Outcome))  # every outcome, once at least
+    # the one page kept was extracted in the engine, its links with their keys
+    (page,) = [r for r in fetches if r["body"] is not None]
+    assert page["extracted"] is not None and page["extracted"]["error"] is None
+    assert all(r["extracted"] is None for r in fetches if r["body"] is None)
     for r in fetches:
         assert_record_is_declared(r, FetchRecord)
         assert r["error_kind"] in {None, *words(ErrorKind), *BLOCKED_KINDS}
