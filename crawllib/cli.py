@@ -207,7 +207,11 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     _root(p)
     p.add_argument("--seeds", default=None, help="seed file (idempotent: known URLs are skipped)")
     p.add_argument(
-        "--generations", type=int, required=True, help="crawl until this many generations are done"
+        "--generations",
+        type=int,
+        default=None,
+        help="stop once this many generations are done (default: when nothing is left to fetch "
+        "within crawl.max_depth, retries included)",
     )
 
 
@@ -220,10 +224,13 @@ def cmd_run(args: argparse.Namespace, cfg: Config) -> int:
     ran = pipeline.run_crawl(spark, args.root, cfg, args.seeds, args.generations)
     if ran:
         print(f"ran generation{'s' if len(ran) > 1 else ''} {', '.join(map(str, ran))}")
-    else:
+    elif args.generations is not None:
         print(
-            f"nothing to do: the crawl at {args.root} already has its {args.generations} generations or nothing left to fetch"
+            f"nothing to do: the crawl at {args.root} already has its {args.generations} "
+            "generations or nothing left to fetch"
         )
+    else:
+        print(f"nothing to do: the crawl at {args.root} has nothing left to fetch")
     return 0
 
 

@@ -210,9 +210,15 @@ _SHOWN = (
 
 
 def run_crawl(
-    spark: SparkSession, root: str, cfg: Config, seeds: str | None, generations_wanted: int
+    spark: SparkSession,
+    root: str,
+    cfg: Config,
+    seeds: str | None,
+    generations_wanted: int | None = None,
 ) -> list[int]:
-    """Init if needed, seed, then run generations until ``generations_wanted`` are done.
+    """Init if needed, seed, then run generations until nothing is left to fetch within
+    crawl.max_depth (URLs queued, or failed and waiting for a retry, included), or until
+    ``generations_wanted`` are done when it is given.
 
     Returns the generations run now; empty when the crawl had already done them (or has
     nothing left to fetch).
@@ -234,7 +240,7 @@ def run_crawl(
     ran = []
     while True:
         gen = generations.next_gen(states)
-        if gen >= generations_wanted:
+        if generations_wanted is not None and gen >= generations_wanted:
             break
         partly_done = any((gen, s) in states for s in STAGES)
         if not partly_done and not plan.has_work(spark, root, cfg, gen):

@@ -18,7 +18,7 @@ rules that hold for every stage live here once:
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import ClassVar, Self
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -35,6 +35,11 @@ class StageResult:
 
     def as_counts(self) -> dict[str, int]:
         return {f.name: int(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def nothing(cls) -> Self:
+        """The result of a run that had nothing to do: every count 0."""
+        return cls(**{f.name: 0 for f in dataclasses.fields(cls)})
 
 
 @dataclasses.dataclass(frozen=True)

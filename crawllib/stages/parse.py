@@ -73,6 +73,8 @@ def run(run: StageRun) -> ParseResult:
     try:
         # The costly part, run once: feeds the links and the texts written below.
         new = extracted.count()
+        if run.first and not new and not replace:  # no pages: an idle generation
+            return ParseResult.nothing()
         if new:
             _write_links(run, extracted, keep_stored=not run.force)
         kept = stored.join(extracted.select("url_key"), "url_key", "left_anti")

@@ -124,10 +124,13 @@ def run(run: StageRun) -> PlanResult:
                 )
 
         # No crawldb write when every candidate is a known URL chosen as is (seeds, reruns).
-        if changes:  # both at once: their commits overlap
-            tables.in_parallel(spark, write_fetchlist, write_crawldb)
-        else:
-            write_fetchlist()
+        # Nothing planned on a first run: no fetchlist rows to write (an idle generation, only
+        # retries waiting for a later one).
+        writes = [write_fetchlist] if result.planned or not run.first else []
+        if changes:
+            writes.append(write_crawldb)
+        if writes:  # at once: their commits overlap
+            tables.in_parallel(spark, *writes)
     finally:
         decided.unpersist()
     return result

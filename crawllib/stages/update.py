@@ -64,6 +64,8 @@ def run(run: StageRun) -> UpdateResult:
     fetches = run.read("fetches").filter(F.col("gen") == gen)
     texts = run.read("texts").filter(F.col("gen") == gen)
     crawldb = run.read("crawldb")
+    if run.first and fetches.isEmpty():  # nothing fetched: an idle generation
+        return UpdateResult.nothing()
 
     # Frontier first, from crawldb as it was: the MERGE below does not add redirect targets.
     # Once gen + 1 is planned its frontier is kept as it is (StageRun.frontier_open).

@@ -33,7 +33,8 @@ def e2e_crawl(spark, spark_cfg, tmp_path_factory):
         )
         seeds = tmp_path_factory.mktemp("seeds") / "seeds.txt"
         seeds.write_text("\n".join(web.seeds()) + "\n")
-        ran = pipeline.run_crawl(spark, root, cfg, str(seeds), GENERATIONS)
+        # No cap: the crawl runs until nothing is left within MAX_DEPTH, retries included.
+        ran = pipeline.run_crawl(spark, root, cfg, str(seeds))
         log = list(web.log)
         expected = web.expected_fetches(MAX_DEPTH)
         attempts = web.expected_attempts(MAX_DEPTH)
