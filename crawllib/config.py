@@ -215,6 +215,12 @@ class FetchConfig:
         "extract each page's text and links in the fetch task while it waits on politeness "
         "(off: the parse stage extracts)",
     )
+    follow: bool = setting(
+        True,
+        "fetch a page's links to its own slot (host; registered domain with politeness.key = "
+        "domain) in this generation, within crawl.max_depth and generate.max_per_host "
+        "(needs fetch.extract; off: they wait for the next generation)",
+    )
     retry_backoff_base: int = setting(
         1, "a URL failed n times is retried 2**(n-1) * base generations later", at_least(1)
     )

@@ -80,6 +80,7 @@ class FetchRecord(TypedDict):
     ip: str | None
     retry_after: float | None
     extracted: Extracted | None  # a kept page's extraction when fetch.extract is on
+    source_url: str | None  # the page whose link the task followed to this URL (fetch.follow)
 
 
 class RobotsRecord(TypedDict):

@@ -114,6 +114,7 @@ FETCHES = struct_of(
     ("fetch_ms", I),
     ("ip", S),
     ("retry_after", D),
+    ("source_url", S),
 )
 
 # Raw HTML of successful fetches: parse can be rerun without refetching.

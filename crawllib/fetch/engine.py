@@ -49,6 +49,7 @@ from crawllib.config import Config
 from crawllib.extract import extract_record
 from crawllib.fetch.client import Fetched, Limits, fetch_url, trace_config
 from crawllib.fetch.dns import Resolver
+from crawllib.fetch.follow import Follower
 from crawllib.fetch.robots_fetch import RobotsState, classify, fetch_robots, fresh_rows
 from crawllib.fetch.slots import LoopClock, Slot
 from crawllib.records import EngineRecord, FetchRecord
@@ -70,20 +71,28 @@ async def fetch_async(
     robots_rows: Iterable[Mapping[str, Any]] = (),
     emit: Emit | None = None,
     now: Callable[[], float] = time.time,
+    follow_rows: Iterable[Mapping[str, Any]] = (),
 ) -> None:
     """Fetch every row and pass each result record to ``emit`` (awaited if it returns an
     awaitable: that is the back-pressure). ``now`` gives epoch seconds (fetched_at, robots
-    freshness); delays and the deadline use the event loop's clock."""
+    freshness); delays and the deadline use the event loop's clock. ``follow_rows``: per slot,
+    its room under the per-generation cap and the url_keys known for it
+    (:mod:`crawllib.fetch.follow`); a slot without one follows nothing."""
     if emit is None:
         raise TypeError("fetch_async needs an emit callable")
-    await _Run(cfg, robots_rows, emit, now).run(rows)
+    await _Run(cfg, robots_rows, emit, now, follow_rows).run(rows)
 
 
 class _Run:
     """The state of one fetch call: slots, robots per host, one session."""
 
     def __init__(
-        self, cfg: Config, robots_rows: Iterable[Any], emit: Emit, now: Callable[[], float]
+        self,
+        cfg: Config,
+        robots_rows: Iterable[Any],
+        emit: Emit,
+        now: Callable[[], float],
+        follow_rows: Iterable[Any] = (),
     ):
         self.cfg = cfg
         self.now = now
@@ -107,6 +116,8 @@ class _Run:
         self.extractor: ThreadPoolExecutor | None = None
         self.extraction_room = asyncio.Semaphore(EXTRACTIONS_IN_FLIGHT)
         self.group: asyncio.TaskGroup | None = None
+        follow = cfg.fetch.follow and cfg.fetch.extract
+        self.follower = Follower(cfg, follow_rows) if follow else None
 
     async def emit(self, record: EngineRecord) -> None:
         result = self._emit(record)
@@ -183,7 +194,13 @@ class _Run:
             await asyncio.sleep(offset * min(self.cfg.politeness.default_delay, 1.0))
         while queue:
             slot = queue.popleft()
-            while slot.rows:
+            # With following, a slot is done only once the extractions of its pages are: they
+            # may bring more of its URLs.
+            while slot.rows or (self.follower is not None and slot.extracting):
+                if not slot.rows:
+                    slot.woken.clear()
+                    await slot.woken.wait()
+                    continue
                 row = slot.rows.popleft()
                 try:
                     record = await self._one(slot, row)
@@ -194,13 +211,14 @@ class _Run:
                 if self.extractor is not None and record["body"] is not None:
                     await self.extraction_room.acquire()
                     assert self.group is not None
-                    self.group.create_task(self._extract_and_emit(record))
+                    slot.extracting += 1
+                    self.group.create_task(self._extract_and_emit(slot, record))
                 else:
                     await self.emit(record)
 
-    async def _extract_and_emit(self, record: FetchRecord) -> None:
-        """Extract a fetched page in the extraction thread (the slot goes on meanwhile), then
-        emit its record with the extraction."""
+    async def _extract_and_emit(self, slot: Slot, record: FetchRecord) -> None:
+        """Extract a fetched page in the extraction thread (the slot goes on meanwhile), queue
+        the links its slot follows, then emit its record with the extraction."""
         try:
             record["extracted"] = await self.loop.run_in_executor(
                 self.extractor,
@@ -210,8 +228,12 @@ class _Run:
                 record["charset"],
                 self.cfg,
             )
+            if self.follower is not None:
+                slot.rows.extend(self.follower.links(slot.key, record))
         finally:
             self.extraction_room.release()
+            slot.extracting -= 1
+            slot.woken.set()
         await self.emit(record)
 
     async def _one(self, slot: Slot, row: Mapping[str, Any]) -> FetchRecord:
@@ -339,4 +361,5 @@ class _Run:
             "ip": got.ip,
             "retry_after": got.retry_after,
             "extracted": None,
+            "source_url": row.get("source_url"),
         }

@@ -57,6 +57,8 @@ class Slot:
     _gap: float = 0.0  # jitter fraction drawn for the gap after last_start
     _rng: random.Random = field(default_factory=random.Random, repr=False)
     clock: Clock = field(default_factory=LoopClock, repr=False)
+    extracting: int = 0  # fetched pages of this slot waiting for their extraction
+    woken: asyncio.Event = field(default_factory=asyncio.Event, repr=False)  # one of them ended
 
     @classmethod
     def from_config(

@@ -65,11 +65,13 @@ def fetch_rows(
     cfg: Config,
     robots_rows: Iterable[Mapping[str, Any]] = (),
     now: Callable[[], float] = time.time,
+    follow_rows: Iterable[Mapping[str, Any]] = (),
 ) -> Iterator[EngineRecord]:
     """Fetch `rows` (see :mod:`crawllib.fetch.engine`) and yield their fetch and robots records
     as they are produced. Raises only if the engine itself fails."""
     rows = list(rows)  # read the partition here, not from the loop's thread
     robots_rows = list(robots_rows)
+    follow_rows = list(follow_rows)
     # Records cross to this thread in batches, one per loop iteration at most: a thread
     # handoff per record would fight the fetch loop for the GIL.
     out: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -95,7 +97,7 @@ def fetch_rows(
             batch.append(record)
 
         try:
-            await fetch_async(rows, cfg, robots_rows, emit, now)
+            await fetch_async(rows, cfg, robots_rows, emit, now, follow_rows)
         finally:
             flush()
 

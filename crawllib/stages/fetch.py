@@ -40,6 +40,7 @@ from crawllib.transforms.fetch import (
     fetch_inputs,
     fetch_results,
     fetches_from_results,
+    follow_inputs,
     pages_from_results,
     robots_from_results,
 )
@@ -52,9 +53,10 @@ log = logging.getLogger(__name__)
 @dataclasses.dataclass(frozen=True)
 class FetchResult(StageResult):
     """urls, slices: the generation's fetchlist; slices_skipped: slices committed before this
-    run; ok .. deferred (fetches rows by outcome) and pages: the generation's rows after this
-    run (a rerun reports the same totals); robots_fetched and seconds_fetching: this run's
-    network work."""
+    run; ok .. deferred (fetches rows by outcome, followed URLs included), pages, extracted
+    (texts rows the fetch wrote) and followed (URLs fetched from links, in the task): the
+    generation's rows after this run (a rerun reports the same totals); robots_fetched and
+    seconds_fetching: this run's network work."""
 
     THROUGHPUT: ClassVar[str] = "urls"
 
@@ -70,24 +72,27 @@ class FetchResult(StageResult):
     deferred: int
     pages: int
     extracted: int
+    followed: int
     robots_fetched: int
     seconds_fetching: int
 
 
 @dataclasses.dataclass(frozen=True)
 class Stored:
-    """Fetches rows by outcome, pages rows, and texts rows the fetch extracted: of a slice,
-    or of a whole generation."""
+    """Fetches rows by outcome, pages rows, texts rows the fetch extracted, and fetches rows of
+    URLs followed in the task: of a slice, or of a whole generation."""
 
     outcomes: Counter[str]
     pages: int
     extracted: int = 0
+    followed: int = 0
 
     def __add__(self, other: Stored) -> Stored:
         return Stored(
             self.outcomes + other.outcomes,
             self.pages + other.pages,
             self.extracted + other.extracted,
+            self.followed + other.followed,
         )
 
 
@@ -170,6 +175,7 @@ def run(run: StageRun) -> FetchResult:
         **{outcome: stored.outcomes[outcome] for outcome in words(Outcome)},
         pages=stored.pages,
         extracted=stored.extracted,
+        followed=stored.followed,
         robots_fetched=robots_fetched,
         seconds_fetching=round(seconds),
     )
@@ -264,22 +270,29 @@ def fetch_slice(
     fetches commit), which its writes replace."""
     slice_rows = fetchlist.filter(F.col("slice") == slice_)
     robots = engine_robots(tables.read(spark, root, "robots"))
+    follow = None
+    if cfg.fetch.follow and cfg.fetch.extract:
+        # Room and known keys as of the slices committed so far (fetches rows of gen).
+        fetches = tables.read(spark, root, "fetches").where(F.col("gen") == gen)
+        crawldb = tables.read(spark, root, "crawldb")
+        follow = follow_inputs(fetchlist, fetches, crawldb, cfg)
     # As many tasks as cores: every task runs at once, each holding many hosts in asyncio, so
     # no host waits for a second wave of tasks (politeness-bound time, not task waves).
     partitions = max(1, min(slots, spark.sparkContext.defaultParallelism))
-    results = fetch_results(fetch_inputs(slice_rows, robots), cfg, partitions)
+    results = fetch_results(fetch_inputs(slice_rows, robots, follow), cfg, partitions)
     results = results.persist(StorageLevel.DISK_ONLY)
     try:
         started = time.monotonic()
         fetched: Counter[str] = Counter()
         robots_by: Counter[str] = Counter()
-        pages = extracted = 0
+        pages = extracted = followed = 0
         for row in (
             results.groupBy(
                 "record",
                 "outcome",
                 F.col("body").isNotNull().alias("page"),
                 F.col("extracted").isNotNull().alias("extracted"),
+                F.col("source_url").isNotNull().alias("followed"),
             )
             .count()
             .collect()
@@ -291,10 +304,11 @@ def fetch_slice(
             if row["outcome"] == Outcome.OK and row["page"]:  # the rows pages_from_results keeps
                 pages += row["count"]
             extracted += row["count"] if row["extracted"] else 0
+            followed += row["count"] if row["followed"] else 0
         done = SliceDone(
-            urls=fetched.total(),
+            urls=fetched.total() - followed,
             robots=robots_by.total(),
-            stored=Stored(fetched, pages, extracted),
+            stored=Stored(fetched, pages, extracted, followed),
             seconds=time.monotonic() - started,
             ended=time.monotonic(),  # every request of the slice started before this
         )
@@ -374,4 +388,9 @@ def generation_stored(spark: SparkSession, root: str, gen: int) -> Stored:
     )
     pages = tables.read(spark, root, "pages").filter(F.col("gen") == gen).count()
     extracted = tables.read(spark, root, "texts").filter(F.col("gen") == gen).count()
-    return Stored(by_outcome, pages, extracted)
+    followed = (
+        tables.read(spark, root, "fetches")
+        .filter((F.col("gen") == gen) & F.col("source_url").isNotNull())
+        .count()
+    )
+    return Stored(by_outcome, pages, extracted, followed)

@@ -164,7 +164,9 @@ def _write_frontier(run: StageRun, depths: DataFrame) -> dict[str, int]:
         return {"links": links.count(), "new_frontier": run.read("frontier").where(where).count()}
     links = links.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        frontier = next_frontier(links, depths, run.read("crawldb"), gen)
+        fetched = run.read("fetches").where(F.col("gen") == gen).select("url_key")
+        known = run.read("crawldb").select("url_key").unionByName(fetched)
+        frontier = next_frontier(links, depths, known, gen)
         frontier = frontier.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             run.replace_own(frontier, "frontier", where)

@@ -16,7 +16,12 @@ from pyspark.sql import functions as F
 from crawllib import tables
 from crawllib.schemas import CRAWLDB
 from crawllib.stages.base import StageResult, StageRun
-from crawllib.transforms.update import crawldb_update_guard, crawldb_updates, redirect_frontier
+from crawllib.transforms.update import (
+    crawldb_update_guard,
+    crawldb_updates,
+    followed_frontier,
+    redirect_frontier,
+)
 from crawllib.vocab import FrontierReason, Status
 
 log = logging.getLogger(__name__)
@@ -80,6 +85,14 @@ def run(run: StageRun) -> UpdateResult:
             frontier.unpersist()
     else:
         redirects = run.read("frontier").where(where).count()
+
+    # URLs the fetch followed in its tasks get the frontier rows plan would have read.
+    followed = followed_frontier(fetches, run.read("frontier"), gen).persist()
+    try:
+        if not followed.isEmpty():
+            tables.append(followed, root, "frontier")
+    finally:
+        followed.unpersist()
 
     updates = crawldb_updates(
         fetches,

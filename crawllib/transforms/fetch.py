@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     BooleanType,
     DataType,
@@ -35,11 +36,13 @@ from crawllib.schemas import (
     ROBOTS,
     B,
     D,
+    I,
+    L,
     S,
     columns_of,
     struct_of,
 )
-from crawllib.transforms.parse import PAGE_KEYS, extracted_struct
+from crawllib.transforms.parse import PAGE_KEYS, extracted_struct, registered_domain_udf
 from crawllib.vocab import Outcome, Record, RobotsOutcome
 
 
@@ -131,25 +134,100 @@ def engine_robots(robots: DataFrame) -> DataFrame:
     return robots.select(*columns_of(ENGINE_ROBOTS, body=F.when(fresh, F.col("body")), **times))
 
 
-def fetch_inputs(slice_rows: DataFrame, robots: DataFrame) -> DataFrame:
-    """The engine's input for one slice: its URLs, plus the cached robots.txt of their hosts.
+# What a slot's task needs to follow links (crawllib.fetch.follow): its room under the
+# per-generation cap, and the url_keys known for it.
+FOLLOW = struct_of(("room", I), ("known", ArrayType(L)))
+
+
+def fetch_inputs(
+    slice_rows: DataFrame, robots: DataFrame, follow: DataFrame | None = None
+) -> DataFrame:
+    """The engine's input for one slice: its URLs, plus the cached robots.txt of their hosts
+    and what their slots need to follow links.
 
     In: fetchlist rows (ENGINE_INPUT: slot, url, url_key, host, depth); robots rows as
-    :func:`engine_robots` gives them. Out: ENGINE_INPUT, robots (struct ENGINE_ROBOTS): one row
-    per URL with robots null, and one row per host of the slice that has a robots row (only
-    slot and host set). A robots row travels once per host rather than once per URL (it can be
-    500 KiB).
+    :func:`engine_robots` gives them; follow rows as :func:`follow_inputs` gives them (slot,
+    room, known). Out: ENGINE_INPUT, robots (struct ENGINE_ROBOTS), follow (struct FOLLOW): one
+    row per URL, one per host of the slice that has a robots row (only slot and host set), one
+    per slot of the slice with room to follow links (only slot set). A robots row travels once
+    per host rather than once per URL (it can be 500 KiB), known keys once per slot.
     """
-    urls = slice_rows.select(*ENGINE_INPUT, F.lit(None).cast(ENGINE_ROBOTS).alias("robots"))
+
+    def empty_but(*kept: str) -> list[Column]:
+        return [
+            F.col(c) if c in kept else F.lit(None).cast(FETCHLIST[c].dataType).alias(c)
+            for c in ENGINE_INPUT
+        ]
+
+    none_robots = F.lit(None).cast(ENGINE_ROBOTS).alias("robots")
+    none_follow = F.lit(None).cast(FOLLOW).alias("follow")
+    urls = slice_rows.select(*ENGINE_INPUT, none_robots, none_follow)
     hosts = slice_rows.select("host", "slot").distinct()
     cached = robots.join(hosts, on="host", how="inner").select(
-        *[
-            F.col(c) if c in ("slot", "host") else F.lit(None).cast(FETCHLIST[c].dataType).alias(c)
-            for c in ENGINE_INPUT
-        ],
+        *empty_but("slot", "host"),
         F.struct(*ENGINE_ROBOTS.fieldNames()).alias("robots"),
+        none_follow,
     )
-    return urls.unionByName(cached)
+    inputs = urls.unionByName(cached)
+    if follow is None:
+        return inputs
+    slots = slice_rows.select("slot").distinct()
+    rooms = follow.join(slots, on="slot", how="inner").select(
+        *empty_but("slot"), none_robots, F.struct("room", "known").alias("follow")
+    )
+    return inputs.unionByName(rooms)
+
+
+def follow_inputs(
+    fetchlist: DataFrame, fetches: DataFrame, crawldb: DataFrame, cfg: Config
+) -> DataFrame:
+    """Per slot of a generation, its room to follow links and the url_keys known for it.
+
+    In: the generation's fetchlist (slot), its fetches so far (url_key, host, source_url), and
+    crawldb (url_key, host, domain). room = generate.max_per_host - planned - followed so far;
+    known: the slot's url_keys in crawldb and in the generation's fetches, for slots with room
+    only (a slot plan already filled gets none). Out: slot, room, known (array of url_key).
+    """
+    fetched = fetches.select("url_key", "source_url", _slot_of_host(cfg).alias("slot"))
+    planned = fetchlist.groupBy("slot").agg(F.count("*").alias("planned"))
+    followed = (
+        fetched.where(F.col("source_url").isNotNull())
+        .groupBy("slot")
+        .agg(F.count("*").alias("followed"))
+    )
+    rooms = (
+        planned.join(followed, on="slot", how="left")
+        .select(
+            "slot",
+            (
+                F.lit(cfg.generate.max_per_host)
+                - F.col("planned")
+                - F.coalesce(F.col("followed"), F.lit(0))
+            )
+            .cast("int")
+            .alias("room"),
+        )
+        .where(F.col("room") > 0)
+    )
+    slot = F.col("domain") if cfg.politeness.key == "domain" else F.col("host")
+    keys = crawldb.select("url_key", slot.alias("slot")).unionByName(
+        fetched.select("url_key", "slot")
+    )
+    known = (
+        keys.join(rooms.select("slot"), on="slot", how="inner")
+        .groupBy("slot")
+        .agg(F.collect_set("url_key").alias("known"))
+    )
+    return rooms.join(known, on="slot", how="left").select(
+        "slot", "room", F.coalesce(F.col("known"), F.array().cast(ArrayType(L))).alias("known")
+    )
+
+
+def _slot_of_host(cfg: Config) -> Column:
+    """The politeness slot of a row from its host alone (fetches rows have no domain)."""
+    if cfg.politeness.key == "domain":
+        return registered_domain_udf(F.col("host"))
+    return F.col("host")
 
 
 def result_row(record: Mapping[str, Any]) -> tuple:
@@ -180,15 +258,18 @@ def partition_fetcher(cfg: Config) -> Callable[[Iterable[Row]], Iterator[tuple]]
 
         urls: list[dict[str, Any]] = []
         robots: list[dict[str, Any]] = []
+        follow: list[dict[str, Any]] = []
         for row in rows:
-            if row["url"] is None:
+            if row["url"] is not None:
+                urls.append({c: row[c] for c in ENGINE_INPUT})
+            elif row["robots"] is not None:
                 robots.append(row["robots"].asDict())
             else:
-                urls.append({c: row[c] for c in ENGINE_INPUT})
+                follow.append({"slot": row["slot"], **row["follow"].asDict()})
         if not urls:
             return
         stored = {r["host"] for r in robots}
-        for record in fetch_rows(urls, cfg, robots):
+        for record in fetch_rows(urls, cfg, robots, follow_rows=follow):
             if record["record"] == Record.ROBOTS:
                 new = RobotsOutcome.REFRESHED if record["host"] in stored else RobotsOutcome.NEW
                 yield result_row({**record, "outcome": new})

@@ -233,11 +233,12 @@ def links_table(extracted: DataFrame) -> DataFrame:
     ).select(*columns_of(LINKS))
 
 
-def next_frontier(links: DataFrame, pages: DataFrame, crawldb: DataFrame, gen: int) -> DataFrame:
-    """Link targets not in crawldb -> frontier rows of generation gen + 1 (reason "link").
+def next_frontier(links: DataFrame, pages: DataFrame, known: DataFrame, gen: int) -> DataFrame:
+    """Link targets not known -> frontier rows of generation gen + 1 (reason "link").
 
     In: links (src_key, src_url, dst_key, dst_url, dst_host), pages of gen (url_key, depth),
-    crawldb (url_key). Out: frontier columns; one row per dst_key; depth = the shallowest
+    known url_keys (crawldb's, and the URLs fetched in gen: those the fetch followed are not in
+    crawldb before update). Out: frontier columns; one row per dst_key; depth = the shallowest
     source page's depth + 1; source_url = the smallest src_url among those shallowest sources.
     """
     depths = pages.select(F.col("url_key").alias("src_key"), F.col("depth").alias("src_depth"))
@@ -250,8 +251,7 @@ def next_frontier(links: DataFrame, pages: DataFrame, crawldb: DataFrame, gen: i
             F.min("dst_host").alias("dst_host"),
         )
     )
-    known = crawldb.select(F.col("url_key").alias("dst_key"))
-    new = targets.join(known, on="dst_key", how="left_anti")
+    new = targets.join(known.select(F.col("url_key").alias("dst_key")), "dst_key", "left_anti")
     return new.select(
         *columns_of(
             FRONTIER,

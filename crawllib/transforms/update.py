@@ -198,3 +198,26 @@ def redirect_frontier(fetches: DataFrame, crawldb: DataFrame, gen: int) -> DataF
         .select("url_key", "first.*")
         .select(*columns_of(FRONTIER, gen=F.lit(gen + 1), reason=F.lit(FrontierReason.REDIRECT)))
     )
+
+
+def followed_frontier(fetches: DataFrame, frontier: DataFrame, gen: int) -> DataFrame:
+    """Frontier rows of ``gen`` for the URLs the fetch followed in its task, as if plan had
+    taken them from the frontier: reason "link", the page that linked them as source_url, its
+    depth + 1, discovered_at = fetch time; only those the frontier of gen does not hold yet, so
+    appending them again changes nothing.
+
+    In: fetches rows of gen (url_key, url, host, depth, fetched_at, source_url); frontier rows
+    (gen, url_key). Out: FRONTIER columns.
+    """
+    followed = fetches.where(F.col("source_url").isNotNull()).dropDuplicates(["url_key"])
+    rows = followed.select(
+        *columns_of(
+            FRONTIER,
+            gen=F.lit(gen),
+            domain=_domain_udf(F.col("host")),
+            reason=F.lit(FrontierReason.LINK),
+            discovered_at=F.col("fetched_at"),
+        )
+    )
+    held = frontier.where(F.col("gen") == gen).select("url_key")
+    return rows.join(held, on="url_key", how="left_anti")

@@ -297,6 +297,12 @@ def submit_cmd(cluster, dist, python, jars, app_name, job, args) -> list[str]:
     return cmd
 
 
+def path_qs(url: str) -> str:
+    """The request target a URL is sent as: path, and ``?query`` when it has one."""
+    parts = urlsplit(url)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
 def run_submit(cmd: list[str], driver: Path, env: dict[str, str]) -> int:
     """Run spark-submit in ``driver``; its output (the driver's Python logs go to stdout) is
     kept in driver/stdout and driver/stderr. Its process group is killed on the way out."""
@@ -336,18 +342,24 @@ def test_spark_submit_run_on_standalone_cluster(
         f"spark-submit failed ({returncode}):\n{tail(driver / 'stderr')}\n{tail(driver / 'stdout')}"
     )
 
-    # The crawl root holds gen 0: every seed fetched into pages and extracted into texts.
-    seed_urls = sorted(normalize_url(s) for s in web.seeds())
-    pages = tables.read(spark, str(root), "pages").select("url", "gen").collect()
-    assert sorted(r["url"] for r in pages) == seed_urls
-    texts = tables.read(spark, str(root), "texts").select("url", "text").collect()
-    assert sorted(r["url"] for r in texts) == seed_urls
-    assert all(r["text"] for r in texts), "a seed page has no extracted text"
-
-    # The requests reached the test web: each host's robots.txt and home page, crawllib's agent.
+    # The crawl root holds gen 0: every seed fetched, and the same-host pages the executors
+    # followed from them, all stored in pages and extracted into texts.
+    seed_urls = {normalize_url(s) for s in web.seeds()}
     seed_hosts = {urlsplit(u).hostname for u in seed_urls}
-    requests = {(r.host, r.path_qs) for r in web.log}
-    assert requests == {(h, p) for h in seed_hosts for p in ("/robots.txt", "/")}
+    page_urls = [r["url"] for r in tables.read(spark, str(root), "pages").select("url").collect()]
+    assert seed_urls <= set(page_urls)
+    assert len(page_urls) > len(seed_urls), "no link was followed inside the generation"
+    assert {urlsplit(u).hostname for u in page_urls} == seed_hosts
+    texts = tables.read(spark, str(root), "texts").select("url", "text").collect()
+    assert sorted(r["url"] for r in texts) == sorted(page_urls)
+    assert all(r["text"] for r in texts), "a page has no extracted text"
+
+    # The requests reached the test web, none twice: each host's robots.txt and every stored
+    # page, with crawllib's agent.
+    requests = [(r.host, r.path_qs) for r in web.log]
+    assert len(requests) == len(set(requests)), "a URL was requested twice"
+    stored = {(urlsplit(u).hostname, path_qs(u)) for u in page_urls}
+    assert {(h, "/robots.txt") for h in seed_hosts} | stored <= set(requests)
     assert all(r.user_agent.startswith("crawllib/") for r in web.log)
 
     # The application ran on the standalone cluster: the master lists it as finished, and each

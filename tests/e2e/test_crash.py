@@ -166,9 +166,12 @@ def test_kill_in_fetch_and_in_parse_then_rerun_matches_uninterrupted(spark, web,
     # Only URLs of the slice in flight at the kill were requested twice.
     twice = {normalize_url(u) for u, n in requests.items() if n > 1}
     assert twice <= {normalize_url(u) for u in after_kill}, "refetched a URL not in flight"
+    # (by the slice of their fetches rows: URLs followed inside a task are in no fetchlist)
     slices = {
         (r["gen"], r["slice"])
-        for r in tables.read(spark, root, "fetchlist").collect()
+        for r in tables.read(spark, root, "fetches").collect()
         if r["url"] in twice
     }
     assert len(slices) <= 1, slices
+    followed = tables.read(spark, root, "fetches").where("source_url IS NOT NULL").count()
+    assert followed > 0  # the path of URLs followed inside a fetch task was crashed too

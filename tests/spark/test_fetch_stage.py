@@ -42,6 +42,7 @@ def crawl(new_root, spark, spark_cfg, web):
         network__resolve_only=True,
         politeness__default_delay=DELAY,
         storage__fetch_slices=2,
+        fetch__follow=False,  # the fetchlist alone: following has tests of its own
     )
     urls = [f"http://{host}{path}" for host in web.hosts for path in PATHS]
     urls.append(f"http://{web.hosts[0]}{DENIED}")
@@ -96,6 +97,7 @@ def test_fetch_writes_tables_politely_and_reruns_fetch_nothing_twice(spark, web,
         "deferred": 0,
         "pages": pages_expected,
         "extracted": pages_expected,  # in the fetch task
+        "followed": 0,
         "robots_fetched": len(hosts),
     }
 

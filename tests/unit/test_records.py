@@ -127,7 +127,16 @@ def test_record_kinds_are_the_vocabulary():
 
 
 def test_a_request_result_is_a_fetch_record_without_the_row_identity():
-    identity = {"record", "url_key", "url", "host", "depth", "fetched_at", "extracted"}
+    identity = {
+        "record",
+        "url_key",
+        "url",
+        "host",
+        "depth",
+        "fetched_at",
+        "extracted",
+        "source_url",
+    }
     record = {k: v for k, v in fields(FetchRecord).items() if k not in identity}
     assert typing.get_type_hints(Fetched) == record
 

@@ -1,0 +1,95 @@
+"""Same-slot following: the links of a fetched page that the task fetching its slot fetches in
+this generation, instead of leaving them to the next.
+
+A link is followed when it stays in the page's politeness slot (same host; same registered
+domain with ``politeness.key = domain``), is within ``crawl.max_depth`` (the page's depth + 1),
+passes plan's URL rules (``crawl.skip_extensions``, ``crawl.max_url_length``), is not known,
+and the slot has room left under its per-generation cap. "Known" is exact: the url_keys crawldb
+and this generation's fetches already hold for the slot (shipped with the slot's input, see
+``crawllib.transforms.fetch.follow_inputs``), plus every key the task has queued itself. What
+is not followed stays a link, and the next frontier takes it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from array import array
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from crawllib.config import Config
+from crawllib.records import FetchRecord
+from crawllib.urls import registered_domain, url_extension
+
+
+class Known:
+    """A set of url_keys: the shipped ones sorted in a compact array (a host can have millions),
+    the ones added here in a set."""
+
+    def __init__(self, keys: Iterable[int] = ()) -> None:
+        self._sorted = array("q", sorted(set(keys)))
+        self._added: set[int] = set()
+
+    def __contains__(self, key: int) -> bool:
+        if key in self._added:
+            return True
+        at = bisect.bisect_left(self._sorted, key)
+        return at < len(self._sorted) and self._sorted[at] == key
+
+    def add(self, key: int) -> None:
+        self._added.add(key)
+
+
+class Follower:
+    """What to follow, per slot: room left under the cap, and the keys known."""
+
+    def __init__(self, cfg: Config, inputs: Iterable[Mapping[str, Any]]) -> None:
+        self.by_domain = cfg.politeness.key == "domain"
+        self.max_depth = cfg.crawl.max_depth
+        self.max_length = cfg.crawl.max_url_length
+        self.skip = frozenset(e.lower() for e in cfg.crawl.skip_extensions)
+        self.room: dict[str, int] = {}
+        self.known: dict[str, Known] = {}
+        for row in inputs:
+            row = row.asDict() if hasattr(row, "asDict") else row
+            if row["room"] > 0:
+                self.room[row["slot"]] = int(row["room"])
+                self.known[row["slot"]] = Known(row["known"] or ())
+
+    def slot_of(self, host: str) -> str:
+        return registered_domain(host) if self.by_domain else host
+
+    def links(self, slot: str, page: FetchRecord) -> list[dict[str, Any]]:
+        """The rows to fetch now for the links of ``page`` (fetched from ``slot``): url,
+        url_key, host, depth, slot and source_url; each takes one unit of the slot's room."""
+        room = self.room.get(slot, 0)
+        extracted = page["extracted"]
+        depth = (page["depth"] or 0) + 1
+        if room <= 0 or extracted is None or depth > self.max_depth:
+            return []
+        known = self.known[slot]
+        rows = []
+        for link in extracted["links"]:
+            if room <= 0:
+                break
+            url, key, host = link["dst_url"], link["dst_key"], link["dst_host"]
+            if key in known or self.slot_of(host) != slot or not self._allowed(url):
+                continue
+            known.add(key)
+            room -= 1
+            rows.append(
+                {
+                    "url": url,
+                    "url_key": key,
+                    "host": host,
+                    "depth": depth,
+                    "slot": slot,
+                    "source_url": page["url"],
+                }
+            )
+        self.room[slot] = room
+        return rows
+
+    def _allowed(self, url: str) -> bool:
+        """plan's URL rules (crawllib.transforms.plan.with_filter_reason), depth aside."""
+        return len(url) <= self.max_length and url_extension(url) not in self.skip

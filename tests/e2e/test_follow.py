@@ -1,0 +1,102 @@
+"""Same-slot following inside a generation, end to end: a crawl that follows fetches the same
+pages as one that does not, in fewer generations, each URL once; every followed URL is
+recorded as if plan had chosen it (a fetches row, a crawldb row, a frontier row of its
+generation with its source and depth)."""
+
+from __future__ import annotations
+
+import collections
+import shutil
+
+import pytest
+
+from crawllib import pipeline, tables
+from crawllib.config import replace
+from crawllib.testing import WebSpec, serve_in_thread
+from crawllib.urls import normalize_url
+
+pytestmark = pytest.mark.e2e
+
+MAX_DEPTH = 2
+# crawldb status after update, by fetch outcome (crawllib.transforms.update)
+STATUSES = {
+    "ok": {"fetched", "duplicate"},
+    "redirect": {"redirected"},
+    "http_error": {"gone", "failed", "dead"},
+    "robots_denied": {"robots_denied"},
+}
+
+
+def crawl(spark, spark_cfg, template_root, tmp_path, name, follow):
+    with serve_in_thread(WebSpec(seed=21, hosts=4, pages_per_host=25, special=False)) as web:
+        root = str(tmp_path / name)
+        shutil.copytree(template_root, root)
+        seeds = tmp_path / f"{name}.txt"
+        seeds.write_text("\n".join(web.seeds()) + "\n")
+        cfg = replace(
+            spark_cfg,
+            network__resolve=web.resolve,
+            crawl__max_depth=MAX_DEPTH,
+            politeness__default_delay=0.05,
+            fetch__follow=follow,
+        )
+        ran = pipeline.run_crawl(spark, root, cfg, str(seeds))
+        requests = collections.Counter(
+            normalize_url(f"http://{r.host}{r.path_qs}")
+            for r in web.log
+            if r.path_qs != "/robots.txt"
+        )
+        expected = {normalize_url(u) for u in web.expected_fetches(MAX_DEPTH)}
+    return root, ran, requests, expected
+
+
+def rows(spark, root, name, *columns, where="true"):
+    return [
+        r.asDict() for r in tables.read(spark, root, name).where(where).select(*columns).collect()
+    ]
+
+
+def test_following_fetches_the_same_pages_in_fewer_generations_each_once(
+    spark, spark_cfg, template_root, tmp_path
+):
+    on, ran_on, requests_on, expected = crawl(spark, spark_cfg, template_root, tmp_path, "on", True)
+    off, ran_off, requests_off, _ = crawl(spark, spark_cfg, template_root, tmp_path, "off", False)
+
+    assert set(requests_on) == set(requests_off) == expected  # every page the rules allow
+    assert max(requests_on.values()) == 1  # none twice
+    assert len(ran_on) < len(ran_off)
+
+    fetched = rows(spark, on, "fetches", "gen", "url", "url_key", "depth", "source_url", "outcome")
+    followed = [f for f in fetched if f["source_url"] is not None]
+    outcomes = collections.Counter(f["outcome"] for f in followed)
+    assert outcomes["ok"] > 0 and "deferred" not in outcomes, outcomes  # robots denials too
+    assert len({f["url_key"] for f in fetched}) == len(fetched)
+    # each followed URL: one level below the page that linked it, fetched in its generation
+    by_url = {f["url"]: f for f in fetched}
+    for f in followed:
+        source = by_url[f["source_url"]]
+        assert (f["gen"], f["depth"]) == (source["gen"], source["depth"] + 1)
+    # recorded as if plan had chosen it: a frontier row of its generation, a crawldb row
+    frontier = {
+        (r["gen"], r["url"]): r
+        for r in rows(spark, on, "frontier", "gen", "url", "depth", "source_url", "reason")
+    }
+    crawldb = {
+        r["url"]: r for r in rows(spark, on, "crawldb", "url", "status", "first_gen", "depth")
+    }
+    for f in followed:
+        row = frontier[(f["gen"], f["url"])]
+        assert (row["reason"], row["source_url"], row["depth"]) == (
+            "link",
+            f["source_url"],
+            f["depth"],
+        )
+        assert crawldb[f["url"]]["status"] in STATUSES[f["outcome"]]
+        assert (crawldb[f["url"]]["first_gen"], crawldb[f["url"]]["depth"]) == (
+            f["gen"],
+            f["depth"],
+        )
+    # the next generation's frontier holds none of the URLs already fetched
+    for gen, url in frontier:
+        first = by_url.get(url)
+        assert first is None or first["gen"] >= gen, (gen, url)

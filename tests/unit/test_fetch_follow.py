@@ -1,0 +1,103 @@
+"""Same-slot following in the fetch engine: the links of a fetched page to its own slot are
+fetched in the same call, exactly once, within the depth, the rules and the slot's room, with
+the slot's politeness; links elsewhere, known URLs and what does not fit are left to the next
+generation."""
+
+from __future__ import annotations
+
+from test_fetch_support import LocalWeb, config, gaps, row, starts
+
+from crawllib.fetch import fetch_rows
+from crawllib.fetch.follow import Known
+from crawllib.urls import url_key
+
+DELAY = 0.05
+
+
+def page(*links: str) -> str:
+    anchors = "".join(f'<p>See <a href="{href}">{href}</a> for more.</p>' for href in links)
+    return f"<html><body><h1>A page</h1><p>{'Words of text. ' * 40}</p>{anchors}</body></html>"
+
+
+def site(server: LocalWeb) -> None:
+    """a.site1.net: / -> /1, /2, /img.png, other host, a known URL; /1 -> /3 (depth 2), /2 -> /1
+    (again) and /4; /3 -> /5 (depth 3: past max_depth 2)."""
+    server.text("a.site1.net", "/", page("/1", "/2", "/img.png", "http://b.site2.org/x", "/known"),
+                content_type="text/html")  # fmt: skip
+    server.text("a.site1.net", "/1", page("/3"), content_type="text/html")
+    server.text("a.site1.net", "/2", page("/1", "/4"), content_type="text/html")
+    server.text("a.site1.net", "/3", page("/5"), content_type="text/html")
+    server.text("a.site1.net", "/4", page(), content_type="text/html")
+
+
+def follow_row(room: int, *known: str) -> dict:
+    return {"slot": "a.site1.net", "room": room, "known": [url_key(u) for u in known]}
+
+
+def run(server: LocalWeb, room: int, **changes) -> tuple[dict, list]:
+    settings = {"politeness__default_delay": DELAY, "crawl__max_depth": 2, **changes}
+    cfg = config(server.resolve("a.site1.net", "b.site2.org"), **settings)
+    known = follow_row(room, "http://a.site1.net/known")
+    records = list(fetch_rows([row("http://a.site1.net/")], cfg, (), follow_rows=[known]))
+    fetches = {r["url"]: r for r in records if r["record"] == "fetch"}
+    robots = [r for r in records if r["record"] == "robots"]
+    return fetches, robots
+
+
+def test_links_to_the_own_slot_are_fetched_once_within_depth_rules_and_politeness():
+    with LocalWeb() as server:
+        site(server)
+        fetches, robots = run(server, room=10)
+        paths = sorted(h.path_qs for h in server.hits_of("a.site1.net"))
+    base = "http://a.site1.net"
+    assert sorted(fetches) == [f"{base}/", f"{base}/1", f"{base}/2", f"{base}/3", f"{base}/4"]
+    # each URL requested once (/1 is linked twice), robots.txt first; nothing of b.site2.org,
+    # the image, the known URL or /5 (depth 3)
+    assert paths == ["/", "/1", "/2", "/3", "/4", "/robots.txt"]
+    assert server.hits_of("b.site2.org") == []
+    assert {u: (r["depth"], r["source_url"]) for u, r in fetches.items()} == {
+        f"{base}/": (0, None),
+        f"{base}/1": (1, f"{base}/"),
+        f"{base}/2": (1, f"{base}/"),
+        f"{base}/3": (2, f"{base}/1"),
+        f"{base}/4": (2, f"{base}/2"),
+    }
+    assert all(r["outcome"] == "ok" and r["extracted"] for r in fetches.values())
+    assert all(r["url_key"] == url_key(u) for u, r in fetches.items())
+    # one request at a time, spaced by the delay, followed URLs included
+    assert min(gaps(starts(fetches, robots, "a.site1.net"))) >= DELAY - 0.001
+
+
+def test_the_slots_room_caps_what_is_followed():
+    with LocalWeb() as server:
+        site(server)
+        fetches, _ = run(server, room=1)
+    assert sorted(fetches) == ["http://a.site1.net/", "http://a.site1.net/1"]
+
+
+def test_nothing_is_followed_without_room_without_extraction_or_when_switched_off():
+    for room, changes in ((0, {}), (10, {"fetch__extract": False}), (10, {"fetch__follow": False})):
+        with LocalWeb() as server:
+            site(server)
+            fetches, _ = run(server, room=room, **changes)
+        assert list(fetches) == ["http://a.site1.net/"], (room, changes)
+
+
+def test_followed_urls_past_the_deadline_are_deferred_not_lost():
+    with LocalWeb() as server:
+        site(server)
+        # the deadline passes after the home page: what it leads to comes back deferred
+        fetches, _ = run(
+            server, room=10, politeness__default_delay=0.5, fetch__deadline_seconds=0.6
+        )
+    deferred = {u for u, r in fetches.items() if r["outcome"] == "deferred"}
+    assert deferred and all(fetches[u]["source_url"] for u in deferred)
+    assert all(fetches[u]["error_kind"] == "deadline" for u in deferred)
+
+
+def test_known_keys_are_exact():
+    keys = [url_key(f"http://a.site1.net/{i}") for i in range(1000)]
+    known = Known(keys[::2])
+    assert all(k in known for k in keys[::2]) and not any(k in known for k in keys[1::2])
+    known.add(keys[1])
+    assert keys[1] in known and keys[3] not in known
