@@ -1,16 +1,20 @@
-"""Whole-crawl benchmark: politeness efficiency of ``crawl run`` and the same crawl by Scrapy.
+"""Whole-crawl benchmarks of ``crawl run`` (to the end: no generation cap) on the regular test
+web, served by a child process:
 
-Both crawl the same regular test web (in a child process) from its home pages, with robots.txt
-obeyed, ``delay`` seconds between request starts to one host, one request per host at a time
-and the same depth limit.
+- :func:`bench_crawl`, politeness-bound: many URLs per host at a long delay, so the crawl's time
+  is set by politeness; its efficiency says how much the generations' bookkeeping adds;
+- :func:`bench_sites`, small sites: home pages as seeds, a site tree 3 links deep, and Scrapy on
+  the same web in the same run (robots.txt obeyed, ``delay`` seconds between request starts to
+  one host, one request per host at a time, the same depth limit); both crawls are audited from
+  the server's request log (:mod:`crawllib.testing.audit`), and our CPU per page is set against
+  the floor: the bare engine and the bare extraction of the same pages.
 
 Politeness efficiency = ideal / actual time, where a generation's ideal is
 max over hosts of (requests to the host in that generation - 1) * delay (robots.txt counts in
 the generation that fetched it), summed over generations: the time a polite crawler must spend
 whatever its speed. For the fetch stage, actual = the fetch stages' wall time (commits
 included); for the whole run, actual = the wall time of ``run_crawl`` (every stage, Spark
-bookkeeping included). Scrapy has no generations; its ideal is max over hosts of
-(requests - 1) * delay over the whole crawl.
+bookkeeping included).
 """
 
 from __future__ import annotations
@@ -19,15 +23,18 @@ import os
 import time
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawllib import config, pipeline, tables
-from crawllib.bench.fetch import engine_config, web_server
+from crawllib.bench.fetch import engine_config, run_engine, web_server
 from crawllib.bench.procs import ProcessTree
 from crawllib.bench.stages import bench_config
+from crawllib.config import Config
+from crawllib.extract import extract_record
 from crawllib.testing import WebSpec
-from crawllib.testing.site import regular_host_name
+from crawllib.testing.audit import audit, read_log
+from crawllib.testing.site import Site, regular_host_name
 from crawllib.vocab import Outcome, Stage, StageState
 
 # Fetch outcomes that sent a request (robots_denied, blocked and deferred did not).
@@ -41,25 +48,18 @@ def bench_crawl(
     pages: int = 300,
     seed_pages: int = 150,
     max_depth: int = 1,
-    delay: float = 0.2,
-    scrapy: bool = True,
+    delay: float = 1.0,
 ) -> dict[str, Any]:
-    """``run_crawl`` to the end, then (if ``scrapy``) Scrapy over the same web; their figures.
+    """The politeness-bound crawl: ``run_crawl`` to the end; its figures.
 
     Seeds: every host's home page and its pages 0..seed_pages-1 (a sitemap-like frontier, so
     a generation holds many URLs per host as in a production crawl); their links reach the
-    rest of the ``pages`` per host one generation deeper.
+    rest of the ``pages`` per host one link deeper.
     """
     spec = WebSpec(hosts=hosts, pages_per_host=pages, special=False)
     names = [regular_host_name(i) for i in range(hosts)]
     seeds = [f"http://{h}/" for h in names]
     seeds += [f"http://{h}/p/{n}.html" for h in names for n in range(seed_pages)]
-    out: dict[str, Any] = {
-        "hosts": hosts,
-        "pages_per_host": pages,
-        "seed_pages": seed_pages,
-        "max_depth": max_depth,
-    }
     with web_server(spec, "process") as (resolve, _pid):
         cfg = config.replace(
             engine_config(bench_config(), resolve, hosts),
@@ -68,48 +68,123 @@ def bench_crawl(
             generate__max_per_host=max(100, pages + 1),
             generate__host_budget=max(5000, pages + 1),
         )
-        root = os.path.join(work, "crawl")
-        os.makedirs(root)
-        seed_file = os.path.join(work, "crawl-seeds.txt")
-        with open(seed_file, "w", encoding="utf-8") as fh:
-            fh.write("\n".join(seeds) + "\n")
-        with ProcessTree() as tree:
-            t0 = time.perf_counter()
-            ran = pipeline.run_crawl(spark, root, cfg, seed_file, 100)
-            wall = time.perf_counter() - t0
-        cpu = tree.figures().total_cpu("driver", "jvm", "python_workers")
-        ideal, fetch_s, pages_ok, requests = crawl_figures(spark, root, delay)
-        out["stage_s"] = stage_seconds(spark, root)
-        out["fetch_timeline"] = fetch_timeline(spark, root, delay)
-        out.update(
-            generations=len(ran),
-            pages=pages_ok,
-            requests=requests,
-            ideal_s=ideal,
-            fetch_s=fetch_s,
-            wall_s=wall,
-            cpu_s=cpu,
-            fetch_efficiency=ideal / fetch_s,
-            run_efficiency=ideal / wall,
+        out = run_ours(spark, os.path.join(work, "crawl"), cfg, seeds)
+    return {
+        "hosts": hosts,
+        "pages_per_host": pages,
+        "seed_pages": seed_pages,
+        "max_depth": max_depth,
+        "delay": delay,
+        **out,
+    }
+
+
+def bench_sites(
+    spark: SparkSession,
+    work: str,
+    hosts: int = 60,
+    pages: int = 95,
+    fanout: int = 5,
+    max_depth: int = 3,
+    delay: float = 0.2,
+    scrapy: bool = True,
+) -> dict[str, Any]:
+    """The small-site crawl: seeds = home pages, each host a tree of ``pages`` pages ``fanout``
+    children per page (5 and 95: every page within 3 links of home), crawled by ``run_crawl``
+    with the default settings but delay and depth, then by Scrapy; both audited from the
+    server's log. Then the CPU floor of the same pages: the bare engine (delay 0, no
+    extraction) and the bare extraction (``extract_record``, this process, one core)."""
+    spec = WebSpec(hosts=hosts, pages_per_host=pages, fanout=fanout, special=False)
+    names = [regular_host_name(i) for i in range(hosts)]
+    seeds = [f"http://{h}/" for h in names]
+    log = os.path.join(work, "sites-web.jsonl")
+    os.makedirs(work, exist_ok=True)
+    out: dict[str, Any] = {
+        "hosts": hosts,
+        "pages_per_host": pages,
+        "fanout": fanout,
+        "max_depth": max_depth,
+        "delay": delay,
+    }
+    with web_server(spec, "process", log) as (resolve, _pid):
+        cfg = config.replace(
+            engine_config(bench_config(), resolve, hosts),
+            politeness__default_delay=delay,
+            crawl__max_depth=max_depth,
         )
+        root = os.path.join(work, "sites")
+        out.update(run_ours(spark, root, cfg, seeds))
         if scrapy:
             from crawllib.bench.scrapy_crawl import run_scrapy
 
             port = int(next(iter(resolve.values())).rsplit(":", 1)[1])
-            runs = {}
-            for extract in (True, False):
-                runs[extract] = run_scrapy(
-                    port,
-                    seeds,
-                    names,
-                    max_depth,
-                    delay,
-                    os.path.join(work, f"scrapy-{extract}"),
-                    extract_text=extract,
-                )
-            out["scrapy"] = runs[True]
-            out["scrapy_links_only"] = runs[False]
+            scrapy_dir = os.path.join(work, "scrapy-sites")
+            out["scrapy"] = run_scrapy(port, seeds, names, max_depth, delay, scrapy_dir)
+    site, requests = Site(spec), read_log(log)
+    out["audit"] = audit(site, requests, "crawllib/", max_depth, delay, seeds)
+    if scrapy:
+        out["scrapy_audit"] = audit(site, requests, "scrapy-bench", max_depth, delay, seeds)
+    out["floor"] = cpu_floor(spark, root, spec, cfg)
     return out
+
+
+def run_ours(spark: SparkSession, root: str, cfg: Config, seeds: list[str]) -> dict[str, Any]:
+    """``run_crawl`` from ``seeds`` into a new ``root`` until nothing is left; its figures."""
+    delay = cfg.politeness.default_delay
+    os.makedirs(root)
+    seed_file = root + "-seeds.txt"
+    with open(seed_file, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(seeds) + "\n")
+    with ProcessTree() as tree:
+        t0 = time.perf_counter()
+        ran = pipeline.run_crawl(spark, root, cfg, seed_file)
+        wall = time.perf_counter() - t0
+    cpu = tree.figures().total_cpu("driver", "jvm", "python_workers")
+    ideal, fetch_s, pages_ok, requests = crawl_figures(spark, root, delay)
+    return {
+        "root": root,
+        "generations": len(ran),
+        "pages": pages_ok,
+        "requests": requests,
+        "followed": followed(tables.read(spark, root, "fetches")),
+        "ideal_s": ideal,
+        "fetch_s": fetch_s,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "fetch_efficiency": ideal / fetch_s,
+        "run_efficiency": ideal / wall,
+        "stage_s": stage_seconds(spark, root),
+        "fetch_timeline": fetch_timeline(spark, root, delay),
+    }
+
+
+def followed(fetches: DataFrame) -> int:
+    """Fetch attempts of URLs a fetch task followed inside their generation."""
+    return fetches.where(F.col("source_url").isNotNull()).count()
+
+
+def cpu_floor(spark: SparkSession, root: str, spec: WebSpec, cfg: Config) -> dict[str, float]:
+    """CPU ms per page of the bare engine (the crawl's ok pages again, delay 0, no extraction,
+    on a fresh server: its requests stay out of the audited log) and of the bare extraction of
+    the stored pages (``extract_record``, as the fetch task runs it)."""
+    pages = tables.read(spark, root, "pages").select("url", "url_key", "host", "body", "charset")
+    rows = pages.collect()
+    fast = config.replace(cfg, politeness__default_delay=0.0, fetch__extract=False)
+    with web_server(spec, "process") as (_resolve, server_pid):
+        inputs = [
+            {"url": r["url"], "url_key": r["url_key"], "host": r["host"], "depth": 1} for r in rows
+        ]
+        engine = run_engine(inputs, fast, server_pid)
+    t0 = time.process_time()
+    for r in rows:
+        extract_record(r["body"], r["url"], r["charset"], cfg)
+    extract_ms = (time.process_time() - t0) / len(rows) * 1e3
+    return {
+        "pages": len(rows),
+        "engine_ms": engine["engine_ms"],
+        "extract_ms": extract_ms,
+        "floor_ms": engine["engine_ms"] + extract_ms,
+    }
 
 
 def stage_seconds(spark: SparkSession, root: str) -> dict[str, float]:
@@ -160,7 +235,8 @@ def crawl_figures(spark: SparkSession, root: str, delay: float) -> tuple[float, 
 
 def fetch_timeline(spark: SparkSession, root: str, delay: float) -> dict[str, float]:
     """Where the fetch stages' time went, summed over generations: before_s (stage start to
-    its first page request: bookkeeping, reading the fetchlist, starting the tasks, robots.txt),
+    its first page request, or to its end if it sent none: bookkeeping, reading the fetchlist,
+    starting the tasks, robots.txt),
     requests_s (first to last page request), after_s (last request to the stage's end:
     persisting, commits). pacing: the mean gap between one host's consecutive page requests,
     over delay (1.0: the engine waited exactly the delay, and no longer).
@@ -185,15 +261,18 @@ def fetch_timeline(spark: SparkSession, root: str, delay: float) -> dict[str, fl
         .groupBy("gen")
         .agg(F.max(epoch["started_at"]).alias("start"), F.max(epoch["finished_at"]).alias("end"))
     )
-    spans = per_gen.join(stages, on="gen", how="inner").collect()
+    # A fetch stage that sent no request (every URL denied, deferred or refused) is all
+    # "before": it never reached its first request.
+    spans = stages.join(per_gen, on="gen", how="left").collect()
+    sent = [r for r in spans if r["first"] is not None]
     gaps = tables.one_row(
         per_host.where(F.col("n") > 1).agg(
             F.avg((F.col("last") - F.col("first")) / (F.col("n") - 1))
         )
     )[0]
     return {
-        "before_s": sum(r["first"] - r["start"] for r in spans),
-        "requests_s": sum(r["last"] - r["first"] for r in spans),
-        "after_s": sum(r["end"] - r["last"] for r in spans),
+        "before_s": sum((r["first"] or r["end"]) - r["start"] for r in spans),
+        "requests_s": sum(r["last"] - r["first"] for r in sent),
+        "after_s": sum(r["end"] - r["last"] for r in sent),
         "pacing": (gaps or 0.0) / delay if delay else 0.0,
     }

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import re
 import statistics
@@ -33,6 +34,7 @@ from typing import Any
 from crawllib.config import Config, load_config, replace
 from crawllib.fetch import fetch_rows
 from crawllib.testing import WebSpec, serve_in_thread
+from crawllib.testing.audit import write_log
 from crawllib.testing.site import regular_host_name
 from crawllib.urls import url_key
 
@@ -177,14 +179,23 @@ def _cpu(pid: int | None, tid: int | None = None) -> float:
 
 
 @contextlib.contextmanager
-def web_server(spec: WebSpec, server: str) -> Iterator[tuple[dict[str, str], int | None]]:
-    """The test web's resolve map and its process id (None when it runs in this process)."""
+def web_server(
+    spec: WebSpec, server: str, log: str = ""
+) -> Iterator[tuple[dict[str, str], int | None]]:
+    """The test web's resolve map and its process id (None when it runs in this process).
+    With ``log``, the server's request log is written to that file once the server stopped
+    (:func:`crawllib.testing.audit.read_log` reads it)."""
     if server == "thread":
         with serve_in_thread(spec) as web:
-            yield web.resolve, None
+            try:
+                yield web.resolve, None
+            finally:
+                if log:
+                    write_log(log, web.log)
         return
     cmd = [sys.executable, "-m", "crawllib.testing", "--hosts", str(spec.hosts)]
-    cmd += ["--pages", str(spec.pages_per_host), "--port", "0", "--no-special"]
+    cmd += ["--pages", str(spec.pages_per_host), "--fanout", str(spec.fanout)]
+    cmd += ["--port", "0", "--no-special"] + (["--log", log] if log else [])
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None
@@ -201,3 +212,44 @@ def web_server(spec: WebSpec, server: str) -> Iterator[tuple[dict[str, str], int
     finally:
         child.terminate()
         child.wait(10)
+
+
+def bench_gap_error(
+    hosts: int = 60, pages: int = 40, delay: float = 0.2, work: str = "."
+) -> dict[bool, dict[str, float]]:
+    """Per-host gap error of the bare engine with and without extraction in its task: the same
+    pages at ``delay``, each run on a fresh test web whose request log is the measure. Error =
+    the gap between consecutive request starts to one host, minus the delay the host should get
+    (robots.txt to the first page included). Keys: False (fetch.extract off), True (on); values:
+    gaps, mean_ms, p99_ms, max_ms (all errors, ms) and the run's wall seconds."""
+    from crawllib.testing.audit import read_log
+
+    spec = WebSpec(hosts=hosts, pages_per_host=pages, special=False)
+    rows = page_rows(hosts, pages)
+    out = {}
+    for extract in (False, True):
+        log = os.path.join(work, f"gaps-extract-{extract}.jsonl")
+        with web_server(spec, "process", log) as (resolve, server_pid):
+            cfg = replace(
+                engine_config(load_config(), resolve, hosts),
+                politeness__default_delay=delay,
+                fetch__extract=extract,
+                fetch__follow=False,
+            )
+            run = run_engine(rows, cfg, server_pid)
+        starts: dict[str, list[float]] = {}
+        for r in read_log(log):
+            starts.setdefault(r.host, []).append(r.start)
+        errors = sorted(
+            (b - a - delay) * 1e3
+            for host_starts in starts.values()
+            for a, b in itertools.pairwise(sorted(host_starts))
+        )
+        out[extract] = {
+            "gaps": len(errors),
+            "mean_ms": statistics.fmean(errors),
+            "p99_ms": errors[int(0.99 * (len(errors) - 1))],
+            "max_ms": errors[-1],
+            "wall_s": run["wall"],
+        }
+    return out

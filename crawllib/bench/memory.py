@@ -108,6 +108,7 @@ def _measure(spark: SparkSession, root: str, size: int, regular_hosts: int) -> d
             network__resolve_only=True,
             politeness__default_delay=0.0,
             politeness__jitter=0.0,
+            fetch__follow=False,  # the seeds only: the same pages for every body size
         )
         os.makedirs(root)
         seeds = os.path.join(root, "seeds.txt")

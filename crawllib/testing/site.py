@@ -1,9 +1,10 @@
 """The test web's content and link graph, generated from ``(seed, host, path)`` on demand.
 
-Regular hosts (``WebSpec.hosts`` of them) are news-like sites: ``/`` links to ``/p/0.html``..
-``/p/2.html``; ``/p/<n>.html`` (n < pages_per_host) links to ``2n+1`` and ``2n+2`` (a tree, so
-page n sits at depth ~log2(n+1)+1) plus random pages below ``2n+3`` on the same host or,
-with probability ``cross_host_link_share``, on another regular host. Every target is written
+Regular hosts (``WebSpec.hosts`` of them) are news-like sites. With ``f = WebSpec.fanout``
+(default 2): ``/`` links to ``/p/0.html``..``/p/<f>.html``; ``/p/<n>.html`` (n < pages_per_host)
+links to ``f·n+1``..``f·n+f`` (a tree, so page n sits at depth ~log_f(n+1)+1) plus random pages
+below ``f·n+f+1`` (never deeper than its children) on the same host or, with probability
+``cross_host_link_share``, on another regular host. Every target is written
 in one of the forms real pages use (relative, ``./``, ``../``, root-relative, absolute,
 protocol-relative, mixed-case scheme and host, ``:80``, ``#fragment``, ``utm_*`` tracking
 parameters, the same query in two orders). Pages also carry links that a correct crawler never
@@ -56,6 +57,7 @@ class WebSpec:
     hosts: int = 10
     pages_per_host: int = 50
     links_per_page: int = 8
+    fanout: int = 2  # children per page in a regular host's tree (see the module docstring)
     cross_host_link_share: float = 0.2
     special: bool = True
     slow_seconds: float = 3.0  # delay of slow.net/slow.html; trickle.html spreads its body over it
@@ -147,12 +149,13 @@ class Site:
             nav.append(("/p/0.html", "Latest"))
         nav.append(("#main", "Skip to content"))
         targets: list[tuple[int, int]] = []
+        f = spec.fanout
         if n < 0:
-            targets = [(i, m) for m in range(min(3, pages))]
+            targets = [(i, m) for m in range(min(f + 1, pages))]
         else:
-            targets = [(i, m) for m in (2 * n + 1, 2 * n + 2) if m < pages]
+            targets = [(i, m) for m in range(f * n + 1, f * n + f + 1) if m < pages]
             for _ in range(max(0, spec.links_per_page - len(targets)) if pages else 0):
-                bound = min(pages, 2 * n + 3)
+                bound = min(pages, f * n + f + 1)
                 other = len(self.regular) > 1 and rng.random() < spec.cross_host_link_share
                 j = i
                 if other:

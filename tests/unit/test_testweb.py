@@ -29,6 +29,7 @@ from crawllib.testing import (
     is_private_host,
     serve_in_thread,
 )
+from crawllib.testing.audit import read_log
 from crawllib.testing.payloads import big_body_chunks
 from crawllib.testing.special import HOSTS
 from crawllib.testing.truth import robots_rules
@@ -448,3 +449,25 @@ def test_every_expected_fetch_is_served_as_html(web):
         host, _, path = url[len("http://") :].partition("/")
         status, headers, _ = get(web, host, "/" + path)
         assert status == 200 and headers["Content-Type"].startswith("text/html"), url
+
+
+def test_command_line_writes_its_request_log_when_terminated(tmp_path):
+    log = tmp_path / "log.jsonl"
+    cmd = [sys.executable, "-m", "crawllib.testing", "--hosts", "2", "--port", "0"]
+    proc = subprocess.Popen([*cmd, "--log", str(log)], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline().split("127.0.0.1:")[1].split(":")[0])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("GET", "/p/1.html", headers={"Host": "site1.com", "User-Agent": "probe"})
+        assert conn.getresponse().status == 200
+        conn.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    [record] = read_log(str(log))
+    assert (record.host, record.path_qs, record.status, record.user_agent) == (
+        "site1.com",
+        "/p/1.html",
+        200,
+        "probe",
+    )

@@ -1,0 +1,107 @@
+"""A crawl of the test web judged from the server's request log: which pages the rules allow
+were fetched, and whether any request broke robots.txt or politeness.
+
+The crawler's own tables are not consulted: the log is what the servers saw. Used by the
+benchmarks to check both crawlers (ours and Scrapy) of one run with the same rules.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from crawllib.testing.site import Site
+from crawllib.testing.truth import RobotsRules, canonical_url, expected_fetches, robots_rules
+from crawllib.testing.web import LogRecord
+
+GAP_TOLERANCE = 0.95  # a gap below delay × this is a violation (timer and clock granularity)
+
+
+@dataclass(frozen=True)
+class Audit:
+    """expected: pages a correct crawl fetches (HTML 200); fetched: those of them the log shows
+    answered 200; missing = expected - fetched; requests: every request of the agent, robots.txt
+    included; twice: URLs requested more than once; robots_violations: requests robots.txt
+    disallows; overlaps: a request to a host while another to it was in flight; short_gaps:
+    consecutive request starts to one host less than delay apart (× GAP_TOLERANCE)."""
+
+    expected: int
+    fetched: int
+    missing: int
+    requests: int
+    twice: int
+    robots_violations: int
+    overlaps: int
+    short_gaps: int
+
+    @property
+    def politeness_violations(self) -> int:
+        return self.overlaps + self.short_gaps
+
+
+def write_log(path: str, log: Iterable[LogRecord]) -> None:
+    """A request log as JSON lines, one :class:`LogRecord` per line."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(dataclasses.asdict(r)) + "\n" for r in log)
+
+
+def read_log(path: str) -> list[LogRecord]:
+    """The log :func:`write_log` (``python -m crawllib.testing --log PATH``) wrote."""
+    with open(path, encoding="utf-8") as fh:
+        return [LogRecord(**json.loads(line)) for line in fh if line.strip()]
+
+
+def origin_form(target: str) -> str:
+    """A request target as path and query: a client talking to the test web as to a proxy
+    (Scrapy in the benchmark) sends the absolute URL."""
+    if target.startswith(("http://", "https://")):
+        parts = urlsplit(target)
+        return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return target
+
+
+def audit(
+    site: Site,
+    log: Iterable[LogRecord],
+    agent: str,
+    max_depth: int,
+    delay: float,
+    seeds: list[str] | None = None,
+) -> Audit:
+    """Judge the requests whose User-Agent starts with ``agent`` (see :class:`Audit`)."""
+    mine = sorted((r for r in log if r.user_agent.startswith(agent)), key=lambda r: r.start)
+    expected = expected_fetches(site, max_depth, seeds=seeds)
+    rules: dict[str, RobotsRules] = {}
+    by_host: dict[str, list[LogRecord]] = collections.defaultdict(list)
+    counts: collections.Counter[str] = collections.Counter()
+    fetched, denied = set(), 0
+    for r in mine:
+        by_host[r.host].append(r)
+        target = origin_form(r.path_qs)
+        counts[f"{r.host}{target}"] += 1
+        if target == "/robots.txt" or target.startswith("/rules/"):
+            continue
+        if r.host not in rules:
+            rules[r.host] = robots_rules(site, r.host, "crawllib")
+        denied += not rules[r.host].allowed(target)
+        if r.status == 200:
+            fetched.add(canonical_url(f"http://{r.host}{target}"))
+    overlaps = short_gaps = 0
+    for records in by_host.values():
+        for a, b in zip(records, records[1:], strict=False):
+            overlaps += b.start < a.end - 1e-3
+            short_gaps += b.start - a.start < delay * GAP_TOLERANCE
+    return Audit(
+        expected=len(expected),
+        fetched=len(expected & fetched),
+        missing=len(expected - fetched),
+        requests=len(mine),
+        twice=sum(1 for n in counts.values() if n > 1),
+        robots_violations=denied,
+        overlaps=overlaps,
+        short_gaps=short_gaps,
+    )
