@@ -139,9 +139,13 @@ def run_ours(spark: SparkSession, root: str, cfg: Config, seeds: list[str]) -> d
         t0 = time.perf_counter()
         ran = pipeline.run_crawl(spark, root, cfg, seed_file)
         wall = time.perf_counter() - t0
-    cpu = tree.figures().total_cpu("driver", "jvm", "python_workers")
+    figures = tree.figures()
+    cpu = figures.total_cpu("driver", "jvm", "python_workers")
     ideal, fetch_s, pages_ok, requests = crawl_figures(spark, root, delay)
     return {
+        "cpu_roles": {
+            role: figures.cpu.get(role, 0.0) for role in ("driver", "jvm", "python_workers")
+        },
         "root": root,
         "generations": len(ran),
         "pages": pages_ok,
@@ -169,12 +173,17 @@ def cpu_floor(spark: SparkSession, root: str, spec: WebSpec, cfg: Config) -> dic
     the stored pages (``extract_record``, as the fetch task runs it)."""
     pages = tables.read(spark, root, "pages").select("url", "url_key", "host", "body", "charset")
     rows = pages.collect()
-    fast = config.replace(cfg, politeness__default_delay=0.0, fetch__extract=False)
-    with web_server(spec, "process") as (_resolve, server_pid):
-        inputs = [
-            {"url": r["url"], "url_key": r["url_key"], "host": r["host"], "depth": 1} for r in rows
-        ]
+    inputs = [
+        {"url": r["url"], "url_key": r["url_key"], "host": r["host"], "depth": 1} for r in rows
+    ]
+    with web_server(spec, "process") as (resolve, server_pid):
+        fast = config.replace(
+            cfg, network__resolve=resolve, politeness__default_delay=0.0, fetch__extract=False
+        )
         engine = run_engine(inputs, fast, server_pid)
+    ok = engine["outcomes"].get(Outcome.OK, 0)
+    if ok != len(rows):
+        raise RuntimeError(f"the floor's engine run fetched {ok} of {len(rows)} pages")
     t0 = time.process_time()
     for r in rows:
         extract_record(r["body"], r["url"], r["charset"], cfg)

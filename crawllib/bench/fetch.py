@@ -215,23 +215,25 @@ def web_server(
 
 
 def bench_gap_error(
-    hosts: int = 60, pages: int = 40, delay: float = 0.2, work: str = "."
-) -> dict[bool, dict[str, float]]:
+    hosts: tuple[int, ...] = (20, 60), pages: int = 40, delay: float = 0.2, work: str = "."
+) -> dict[tuple[int, bool], dict[str, float]]:
     """Per-host gap error of the bare engine with and without extraction in its task: the same
-    pages at ``delay``, each run on a fresh test web whose request log is the measure. Error =
-    the gap between consecutive request starts to one host, minus the delay the host should get
-    (robots.txt to the first page included). Keys: False (fetch.extract off), True (on); values:
-    gaps, mean_ms, p99_ms, max_ms (all errors, ms) and the run's wall seconds."""
+    pages at ``delay``, for each number of hosts (a load one extraction thread keeps up with,
+    and one it does not), each run on a fresh test web whose request log is the measure.
+    Error = the gap between consecutive request starts to one host, minus the delay the host
+    should get (robots.txt to the first page included). Keys: (hosts, extraction on); values:
+    gaps, mean_ms, p99_ms, max_ms (all errors, ms), the run's wall seconds and its pages per
+    second."""
     from crawllib.testing.audit import read_log
 
-    spec = WebSpec(hosts=hosts, pages_per_host=pages, special=False)
-    rows = page_rows(hosts, pages)
     out = {}
-    for extract in (False, True):
-        log = os.path.join(work, f"gaps-extract-{extract}.jsonl")
+    for n, extract in itertools.product(hosts, (False, True)):
+        spec = WebSpec(hosts=n, pages_per_host=pages, special=False)
+        rows = page_rows(n, pages)
+        log = os.path.join(work, f"gaps-{n}-extract-{extract}.jsonl")
         with web_server(spec, "process", log) as (resolve, server_pid):
             cfg = replace(
-                engine_config(load_config(), resolve, hosts),
+                engine_config(load_config(), resolve, n),
                 politeness__default_delay=delay,
                 fetch__extract=extract,
                 fetch__follow=False,
@@ -245,11 +247,12 @@ def bench_gap_error(
             for host_starts in starts.values()
             for a, b in itertools.pairwise(sorted(host_starts))
         )
-        out[extract] = {
+        out[(n, extract)] = {
             "gaps": len(errors),
             "mean_ms": statistics.fmean(errors),
             "p99_ms": errors[int(0.99 * (len(errors) - 1))],
             "max_ms": errors[-1],
             "wall_s": run["wall"],
+            "pages_per_s": run["pages"] / run["wall"],
         }
     return out

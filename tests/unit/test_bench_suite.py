@@ -69,9 +69,22 @@ def results(
         "scrapy_audit": audit(fetched=5_690, short_gaps=3),
         "floor": {"pages": 5_700, "engine_ms": 2.0, "extract_ms": 8.0, "floor_ms": 10.0},
     }
+
+    def gap(p99_ms: float) -> dict:
+        return {
+            "gaps": 800,
+            "mean_ms": 1.0,
+            "p99_ms": p99_ms,
+            "max_ms": 90.0,
+            "wall_s": 9.0,
+            "pages_per_s": 90.0,
+        }
+
     gaps = {
-        False: {"gaps": 2400, "mean_ms": 1.0, "p99_ms": 4.0, "max_ms": 9.0, "wall_s": 9.0},
-        True: {"gaps": 2400, "mean_ms": 2.0, "p99_ms": 12.0, "max_ms": 30.0, "wall_s": 9.2},
+        (20, False): gap(4.0),
+        (20, True): gap(12.0),
+        (60, False): gap(5.0),
+        (60, True): gap(500.0),
     }
     ceiling = {
         "pages": 10_000,
@@ -161,6 +174,7 @@ def test_report_has_a_row_per_measure_and_judges_each_goal():
     ]
     assert table["7."][1:] == ["20.0 ms", "10.0 ms", "2.00", "≤ 2", "yes"]
     assert table["8."][1:] == ["12.0 ms", "without: 4.0 ms", "0.06", "≤ 0.1", "yes"]
+    assert "| 60 | on | 90 | 800 | 1.0 | 500.0 | 90.0 | 9.0 |" in report
     assert "commit" in report.splitlines()[2] and "GiB" in report.splitlines()[2]
     assert "1.5 s before their first page request" in report
     assert "17.0 s from first to last request" in report and "1.004 × the delay" in report
