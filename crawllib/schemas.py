@@ -132,16 +132,16 @@ PAGES = struct_of(
 
 # An outbound link, normalised, and a page's extraction: crawllib.records.Link and Extracted.
 LINK = struct_of(("dst_url", S), ("dst_key", L), ("dst_host", S), ("anchor", S))
-EXTRACTED = struct_of(
+# What an extraction says of a page's text (in EXTRACTED and in TEXTS).
+EXTRACTED_TEXT: tuple[tuple[str, DataType], ...] = (
     ("title", S),
     ("text", S),
     ("language", S),
     ("text_chars", I),
     ("content_hash", S),
     ("simhash", L),
-    ("error", S),
-    ("links", ArrayType(LINK)),
 )
+EXTRACTED = struct_of(*EXTRACTED_TEXT, ("error", S), ("links", ArrayType(LINK)))
 
 # Extracted documents. duplicate_of: url_key of the first copy (exact or near), else null.
 # slice: the fetch slice of its page.
@@ -151,12 +151,7 @@ TEXTS = struct_of(
     ("url_key", L),
     ("url", S),
     ("host", S),
-    ("title", S),
-    ("text", S),
-    ("language", S),
-    ("text_chars", I),
-    ("content_hash", S),
-    ("simhash", L),
+    *EXTRACTED_TEXT,
     ("duplicate_of", L),
     ("duplicate_kind", S),
     ("error", S),
