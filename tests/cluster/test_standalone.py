@@ -34,6 +34,7 @@ from crawllib import tables
 from crawllib.session import cached_jars
 from crawllib.testing import WebSpec, serve_in_thread
 from crawllib.urls import normalize_url
+from tests.conftest import test_config_overrides
 
 pytestmark = [pytest.mark.cluster, pytest.mark.e2e]
 
@@ -51,6 +52,8 @@ SETTINGS = [
     "spark.log_level=WARN",
     "politeness.default_delay=0.1",
     "storage.fetch_slices=2",
+    # the test crawls' Spark settings (no generated code for tiny tables)
+    *[o for o in test_config_overrides() if o.startswith("spark.conf=")],
 ]
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import collections
 import glob
+import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,8 +15,7 @@ import time
 
 import pytest
 
-from crawllib import cli, generations, lease, pipeline, tables
-from crawllib.config import replace
+from crawllib import cli, generations, lease, tables
 from crawllib.seeding import seed
 from crawllib.testing import WebSpec, serve_in_thread
 from tests.conftest import test_config_overrides
@@ -57,6 +58,18 @@ def seeded_root(spark, spark_cfg, web, new_root, tmp_path) -> str:
     return new_root
 
 
+@pytest.fixture(scope="module")
+def alone(spark, spark_cfg, web, template_root, tmp_path_factory) -> str:
+    """One generation run alone, by `crawl generation` in this process: what two generations
+    started at once must give, and the crawl the lost-log test goes on from."""
+    tmp = tmp_path_factory.mktemp("alone")
+    root = str(tmp / "crawl")
+    shutil.copytree(template_root, root)
+    seeded_root(spark, spark_cfg, web, root, tmp)
+    assert cli.main(["generation", root, *settings(web, tmp)]) == 0
+    return root
+
+
 def page_requests(web) -> collections.Counter:
     return collections.Counter(
         f"{r.host}{r.path_qs}" for r in web.log if r.path_qs != "/robots.txt"
@@ -68,7 +81,7 @@ def rows(spark, root, name, *columns):
 
 
 def test_two_generations_at_once_one_runs_the_other_refuses(
-    spark, spark_cfg, web, new_root, tmp_path
+    spark, spark_cfg, web, alone, new_root, tmp_path
 ):
     root = seeded_root(spark, spark_cfg, web, new_root, tmp_path)
     args = settings(web, tmp_path)
@@ -94,16 +107,6 @@ def test_two_generations_at_once_one_runs_the_other_refuses(
         assert len(keys) == len(set(keys)), f"{name} holds a URL twice"
 
     # the same as one generation run alone
-    alone = str(tmp_path / "alone")
-    tables.init_tables(spark, alone)
-    seed(spark, alone, str(tmp_path / "seeds.txt"), spark_cfg, 0)
-    cfg = replace(
-        spark_cfg,
-        network__resolve=web.resolve,
-        crawl__max_depth=1,
-        politeness__default_delay=DELAY,
-    )
-    pipeline.run_generation(spark, alone, cfg)
     for name, columns in (
         ("fetches", ("url", "outcome", "http_status")),
         ("pages", ("url", "content_hash")),
@@ -114,7 +117,7 @@ def test_two_generations_at_once_one_runs_the_other_refuses(
 
 
 def test_a_killed_writers_lease_is_taken_over_once_it_expires(
-    spark, spark_cfg, web, new_root, tmp_path
+    spark, spark_cfg, web, new_root, tmp_path, capsys, caplog
 ):
     root = seeded_root(spark, spark_cfg, web, new_root, tmp_path)
     args = settings(web, tmp_path, lease_seconds=4.0)
@@ -135,17 +138,17 @@ def test_a_killed_writers_lease_is_taken_over_once_it_expires(
         lease.LocalStore(os.path.join(root, lease.LEASE_NAME)).read()[0]
     )
     assert holder.pid == proc.pid and holder.released_at is None
+    capsys.readouterr()
 
-    # at once: the dead writer's lease has not expired yet
-    again = subprocess.run(command("generation", root, *args), capture_output=True, text=True)
-    assert again.returncode == 2
-    assert f"`crawl generation` (pid {proc.pid} on" in again.stderr
+    # at once: the dead writer's lease has not expired yet (this process is another writer)
+    assert cli.main(["generation", root, *args]) == 2
+    assert f"`crawl generation` (pid {proc.pid} on" in capsys.readouterr().err
 
     # once it has: taken over, and the generation finishes
     time.sleep(max(0.0, holder.expires_at - time.time()) + 0.5)
-    done = subprocess.run(command("generation", root, *args), capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "took over the expired writer lease of `crawl generation`" in done.stderr
+    with caplog.at_level(logging.WARNING, logger="crawllib.lease"):
+        assert cli.main(["generation", root, *args]) == 0
+    assert "took over the expired writer lease of `crawl generation`" in caplog.text
     states = generations.stage_states(spark, root)
     assert all(states[(0, s)] == "done" for s in ("plan", "fetch", "parse", "update"))
 
@@ -157,11 +160,11 @@ def log_files(root):
 
 
 def test_a_lost_log_file_stops_the_next_generation_before_it_writes(
-    spark, spark_cfg, web, new_root, tmp_path, capsys
+    alone, web, tmp_path, spark, capsys
 ):
-    root = seeded_root(spark, spark_cfg, web, new_root, tmp_path)
+    root = str(tmp_path / "crawl")
+    shutil.copytree(alone, root)  # generation 0 done
     args = settings(web, tmp_path)
-    assert cli.main(["generation", root, *args]) == 0
     newest = max(glob.glob(os.path.join(root, "fetches", "_delta_log", "*.json")))
     lost = int(os.path.basename(newest).split(".")[0])
     folder, name = os.path.split(newest)

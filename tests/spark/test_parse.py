@@ -285,6 +285,7 @@ def snapshot(spark, root):
     )
 
 
+@pytest.mark.slow  # four parse runs: the fast tier has the transforms' tests
 def test_stage_writes_texts_links_frontier_and_is_idempotent(
     spark, spark_cfg, crawl_root, template_root
 ):
