@@ -164,7 +164,21 @@ class PolitenessConfig:
     )
     default_delay: float = setting(1.0, "seconds between request starts to one host", at_least(0))
     max_crawl_delay: float = setting(
-        30.0, "robots.txt Crawl-delay is honoured up to this many seconds", at_least(0)
+        30.0,
+        "a robots.txt Crawl-delay above this many seconds defers the host's URLs (never "
+        "shortened; see honor_long_crawl_delay)",
+        at_least(0),
+    )
+    honor_long_crawl_delay: bool = setting(
+        False,
+        "fetch hosts whose Crawl-delay is above max_crawl_delay, one request per Crawl-delay "
+        "across slices and generations, instead of deferring their URLs",
+    )
+    down_cooldown_seconds: float = setting(
+        600.0,
+        "a host down (3 DNS/connect failures in a row) gets no request for this long, doubled "
+        "at each further failure, up to a day",
+        at_least(0),
     )
     jitter: float = setting(0.1, "extra random delay, as a fraction of the delay", at_least(0))
     max_hosts_in_flight: int = setting(256, "hosts fetched at once in one task", at_least(1))
@@ -208,7 +222,18 @@ class FetchConfig:
     deadline_seconds: float = setting(
         3600.0, "a task stops starting requests after this; the rest is deferred", positive
     )
-    retry_after_cap: float = setting(120.0, "longest Retry-After honoured, in seconds", at_least(0))
+    retry_after_cap: float = setting(
+        120.0,
+        "a Retry-After longer than this many seconds defers the host's URLs at once (it is "
+        "honoured in full: the hosts table keeps it); shorter ones are waited in the slice",
+        at_least(0),
+    )
+    slice_grace_seconds: float = setting(
+        30.0,
+        "a host whose next allowed request (Retry-After, backoff, Crawl-delay) lies more than "
+        "this past the slice's planned end has its remaining URLs deferred",
+        at_least(0),
+    )
     max_attempts: int = setting(5, "attempts before a failing URL is dead", at_least(1))
     extract: bool = setting(
         True,

@@ -97,7 +97,44 @@ class RobotsRecord(TypedDict):
     error_kind: str | None
 
 
-EngineRecord = FetchRecord | RobotsRecord
+class HostState(TypedDict):
+    """A slot's politeness as the hosts table keeps it (times in epoch seconds): what its
+    slot starts from in the next engine call."""
+
+    slot: str
+    last_request_at: float | None
+    http_failures: int | None
+    down_failures: int | None
+    not_before: float | None
+    not_before_reason: str | None
+    down_until: float | None
+
+
+class HostRecord(TypedDict):
+    """One slot's politeness at the end of an engine call: a row of the hosts table, less the
+    columns the fetch stage adds (totals, generations, slice, updated_at). slice_urls: URLs
+    requested in this call, slice_pages: pages kept, slice_bytes: their body bytes;
+    addresses: the server addresses its requests reached."""
+
+    record: Literal["host"]
+    slot: str
+    last_request_at: float | None
+    delay: float
+    delay_source: str
+    crawl_delay: float | None
+    http_failures: int
+    down_failures: int
+    not_before: float | None
+    not_before_reason: str | None
+    down_until: float | None
+    robots_state: str | None
+    addresses: list[str]
+    slice_urls: int
+    slice_pages: int
+    slice_bytes: int
+
+
+EngineRecord = FetchRecord | RobotsRecord | HostRecord
 
 
 def fields(declaration: type) -> dict[str, object]:

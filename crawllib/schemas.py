@@ -181,6 +181,38 @@ ROBOTS = struct_of(
     ("error_kind", S),
 )
 
+# Politeness that outlives a slice: one row per politeness key (slot), MERGEd with each slice's
+# commit, read when a slice starts. delay: seconds between request starts as of the last slice
+# (backoff included); crawl_delay: as robots.txt asks (never shortened); http_failures: 5xx/429
+# answers in a row (the backoff level); down_failures: DNS/connect failures in a row; totals
+# (urls_attempted, pages, bytes) over the crawl; gen/slice: the last slice that wrote the row,
+# slice_*: its share of the totals (a rerun of that slice replaces it).
+HOSTS = struct_of(
+    ("slot", S),
+    ("last_request_at", T),
+    ("delay", D),
+    ("delay_source", S),
+    ("crawl_delay", D),
+    ("http_failures", I),
+    ("down_failures", I),
+    ("not_before", T),
+    ("not_before_reason", S),
+    ("down_until", T),
+    ("robots_state", S),
+    ("addresses", ArrayType(S)),
+    ("urls_attempted", L),
+    ("pages", L),
+    ("bytes", L),
+    ("slice_urls", L),
+    ("slice_pages", L),
+    ("slice_bytes", L),
+    ("first_gen", I),
+    ("last_gen", I),
+    ("gen", I),
+    ("slice", I),
+    ("updated_at", T),
+)
+
 # One row per generation and stage. state: running, done, failed. versions: the Delta version
 # of every other table after a done stage's commits (crawllib.integrity).
 GENERATIONS = struct_of(
@@ -203,5 +235,6 @@ TABLES: dict[str, tuple[StructType, list[str]]] = {
     "texts": (TEXTS, ["gen"]),
     "links": (LINKS, ["gen"]),
     "robots": (ROBOTS, []),
+    "hosts": (HOSTS, []),
     "generations": (GENERATIONS, []),
 }

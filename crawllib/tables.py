@@ -65,10 +65,20 @@ def init_tables(spark: SparkSession, root: str) -> list[str]:
     return [name for name, new in zip(TABLES, made, strict=True) if new]
 
 
+# Tables a crawl root made by an older crawllib may lack: the first command that writes
+# creates them (`require`), readers skip them until then (`register_views`).
+LATER_TABLES = frozenset({"hosts"})
+
+
+def exists(spark: SparkSession, root: str, name: str) -> bool:
+    return bool(DeltaTable.isDeltaTable(spark, table_path(root, name)))
+
+
 def require(spark: SparkSession, root: str, writes: bool = False) -> None:
-    """FileNotFoundError unless root holds every table. writes: the caller will write, so
-    tables of an older crawllib get the columns they lack (`init_tables`)."""
-    missing = [n for n in TABLES if not DeltaTable.isDeltaTable(spark, table_path(root, n))]
+    """FileNotFoundError unless root holds every table (but LATER_TABLES). writes: the caller
+    will write, so tables of an older crawllib are brought up to date (`init_tables`): the
+    columns they lack, the tables added since."""
+    missing = [n for n in TABLES if n not in LATER_TABLES and not exists(spark, root, n)]
     if missing:
         raise FileNotFoundError(
             f"{normalize_root(root)} is not a crawl root (missing tables: {', '.join(missing)}); "
@@ -104,7 +114,8 @@ def one_row(df: DataFrame) -> Row:
 def register_views(spark: SparkSession, root: str) -> None:
     """Make every table queryable in SQL by its name (SELECT count(*) FROM frontier)."""
     for name in TABLES:
-        read(spark, root, name).createOrReplaceTempView(name)
+        if name not in LATER_TABLES or exists(spark, root, name):
+            read(spark, root, name).createOrReplaceTempView(name)
 
 
 # One SQL expression per column: a single py4j call per write, where building Column objects

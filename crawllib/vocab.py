@@ -81,6 +81,31 @@ class Record:
 
     FETCH: Final = "fetch"
     ROBOTS: Final = "robots"
+    HOST: Final = "host"  # a slot's politeness state at the end of the call (the hosts table)
+
+
+class DelaySource:
+    """``hosts.delay_source``: what sets a slot's delay between request starts."""
+
+    DEFAULT: Final = "default"  # politeness.default_delay
+    CRAWL_DELAY: Final = "crawl_delay"  # robots.txt Crawl-delay
+    BACKOFF: Final = "backoff"  # doubled after consecutive 5xx/429 answers
+
+
+class RobotsStatus:
+    """``hosts.robots_state``: what the slot's robots.txt allowed in its last engine call."""
+
+    OK: Final = "ok"  # its rules apply (a 4xx robots.txt: everything allowed)
+    UNAVAILABLE: Final = "unavailable"  # 5xx or unreadable: nothing fetched, retried later
+    UNREACHABLE: Final = "unreachable"  # DNS/connect failure: nothing fetched
+    BLOCKED: Final = "blocked"  # network safety refused it
+
+
+class WaitReason:
+    """``hosts.not_before_reason``: why no request may start before ``not_before``."""
+
+    RETRY_AFTER: Final = "retry_after"  # the server's Retry-After
+    DOWN: Final = "down"  # consecutive DNS/connect failures: a cool-down
 
 
 class RobotsOutcome:
@@ -122,6 +147,12 @@ class ErrorKind:
     DEADLINE: Final = "deadline"
     MAX_URLS_PER_HOST: Final = "max_urls_per_host"
     HOST_UNREACHABLE: Final = "host_unreachable"
+    # deferred, no request: the slot's next allowed request lies past the slice's planned end
+    # (or a Retry-After above fetch.retry_after_cap), or its Crawl-delay is above the maximum
+    RETRY_AFTER: Final = "retry_after"
+    BACKOFF: Final = "backoff"
+    CRAWL_DELAY: Final = "crawl_delay"
+    CRAWL_DELAY_TOO_LONG: Final = "crawl_delay_too_long"
     # robots.txt fetch only
     TOO_MANY_REDIRECTS: Final = "too_many_redirects"
     BLOCKED_REDIRECT: Final = "blocked_redirect"

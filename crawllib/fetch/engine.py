@@ -27,7 +27,17 @@ error        "dns", "connect", "connect_timeout", "ssl", "timeout" (fetch.total_
              "decode_error" (corrupt gzip/deflate), "unsupported_encoding" (e.g. br),
              "invalid_url", "internal" (a bug; error_detail names the exception)
 deferred     not attempted, fetch again later: "deadline" (fetch.deadline_seconds passed),
-             "max_urls_per_host", "host_unreachable" (3 dns/connect failures in a row)
+             "max_urls_per_host", "host_unreachable" (3 dns/connect failures in a row, or
+             the slot's cool-down after them), "crawl_delay_too_long" (robots.txt Crawl-delay
+             above politeness.max_crawl_delay, not honoured), and "retry_after", "backoff",
+             "crawl_delay": the slot's next allowed request lies past the slice's planned
+             end (fetch.slice_grace_seconds after the time its busiest slot needs at the
+             default delay), or a Retry-After is above fetch.retry_after_cap
+
+Host records (:class:`HostRecord`, ``record`` "host"): one per slot at the end of the call, its
+politeness state for the hosts table. ``host_rows`` (:class:`HostState`) start the slots from
+the state an earlier call left; ``retried`` (a Spark task attempt after the first) treats every
+slot as having just made a request.
 
 Fetch records carry one key beyond the table's columns: error_detail (exception text or None).
 """
@@ -52,9 +62,17 @@ from crawllib.fetch.dns import Resolver
 from crawllib.fetch.follow import Follower
 from crawllib.fetch.robots_fetch import RobotsState, classify, fetch_robots, fresh_rows
 from crawllib.fetch.slots import LoopClock, Slot
-from crawllib.records import EngineRecord, FetchRecord
+from crawllib.records import EngineRecord, FetchRecord, HostRecord, HostState
 from crawllib.urls import host_of
-from crawllib.vocab import HOST_DOWN_KINDS, ErrorKind, Outcome, Record
+from crawllib.vocab import (
+    HOST_DOWN_KINDS,
+    DelaySource,
+    ErrorKind,
+    Outcome,
+    Record,
+    RobotsStatus,
+    WaitReason,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,15 +90,18 @@ async def fetch_async(
     emit: Emit | None = None,
     now: Callable[[], float] = time.time,
     follow_rows: Iterable[Mapping[str, Any]] = (),
+    host_rows: Iterable[HostState] = (),
+    retried: bool = False,
 ) -> None:
     """Fetch every row and pass each result record to ``emit`` (awaited if it returns an
     awaitable: that is the back-pressure). ``now`` gives epoch seconds (fetched_at, robots
     freshness); delays and the deadline use the event loop's clock. ``follow_rows``: per slot,
     its room under the per-generation cap and the url_keys known for it
-    (:mod:`crawllib.fetch.follow`); a slot without one follows nothing."""
+    (:mod:`crawllib.fetch.follow`); a slot without one follows nothing. ``host_rows``: the
+    slots' stored politeness; ``retried``: see the module's text."""
     if emit is None:
         raise TypeError("fetch_async needs an emit callable")
-    await _Run(cfg, robots_rows, emit, now, follow_rows).run(rows)
+    await _Run(cfg, robots_rows, emit, now, follow_rows, host_rows, retried).run(rows)
 
 
 class _Run:
@@ -93,8 +114,12 @@ class _Run:
         emit: Emit,
         now: Callable[[], float],
         follow_rows: Iterable[Any] = (),
+        host_rows: Iterable[HostState] = (),
+        retried: bool = False,
     ):
         self.cfg = cfg
+        self.host_states = {row["slot"]: row for row in host_rows}
+        self.retried = retried
         self.now = now
         self._emit = emit
         self.loop = asyncio.get_running_loop()
@@ -102,8 +127,8 @@ class _Run:
         self.deadline = self.clock.time() + cfg.fetch.deadline_seconds
         self.cached_robots = fresh_rows(robots_rows, now())
         self.robots: dict[str, asyncio.Future[RobotsState | None]] = {}
+        self.slice_end = self.deadline  # set once the slots are known (`_slice_end`)
         self.per_host: Counter[str] = Counter()
-        self.host_down: Counter[str] = Counter()
         self.limits = Limits(
             max_raw=cfg.fetch.max_body_bytes,
             max_decoded=cfg.fetch.max_decompressed_bytes,
@@ -128,6 +153,7 @@ class _Run:
         slots = self._slots(rows)
         if not slots:
             return
+        self.slice_end = self._slice_end(slots.values())
         fetch = self.cfg.fetch
         connector = aiohttp.TCPConnector(
             resolver=self.resolver,
@@ -170,6 +196,8 @@ class _Run:
                             group.create_task(self._worker(queue, i / workers))
                 except BaseExceptionGroup as group_error:  # an engine or emit failure
                     raise group_error.exceptions[0] from None
+                for slot in slots.values():
+                    await self.emit(self._host_record(slot))
         finally:
             if self.extractor is not None:
                 self.extractor.shutdown(wait=True, cancel_futures=True)
@@ -177,6 +205,7 @@ class _Run:
 
     def _slots(self, rows: Iterable[Mapping[str, Any]]) -> dict[str, Slot]:
         slots: dict[str, Slot] = {}
+        wall_now = self.now()
         for row in rows:
             row = row.asDict() if hasattr(row, "asDict") else row
             host = row.get("host") or host_of(row.get("url") or "")
@@ -184,8 +213,23 @@ class _Run:
             slot = slots.get(key)
             if slot is None:
                 slot = slots[key] = Slot.from_config(key, self.cfg.politeness, clock=self.clock)
+                state = self.host_states.get(key)
+                if state is not None or self.retried:
+                    slot.restore(state or {"slot": key}, wall_now, self.retried)
+            slot.hosts.add(host)
             slot.rows.append(row)
         return slots
+
+    def _slice_end(self, slots: Iterable[Slot]) -> float:
+        """The slice's planned end on the slots' clock: the time its busiest slot needs at
+        the default delay (followed links included, up to the slot's room), plus
+        fetch.slice_grace_seconds; never past the deadline. A slot held back past it by a
+        Retry-After, backoff or Crawl-delay defers its remaining URLs."""
+        p = self.cfg.politeness
+        room = self.follower.room if self.follower is not None else {}
+        busiest = max(len(s.rows) + room.get(s.key, 0) for s in slots)
+        planned = busiest * p.default_delay * (1.0 + p.jitter)
+        return min(self.deadline, self.clock.time() + planned + self.cfg.fetch.slice_grace_seconds)
 
     async def _worker(self, queue: deque[Slot], offset: float = 0.0) -> None:
         # Spread the first requests over one delay: slots started together would otherwise
@@ -244,8 +288,9 @@ class _Run:
         self.per_host[host] += 1
         if self.per_host[host] > self.cfg.fetch.max_urls_per_host:
             return self._row(row, Outcome.DEFERRED, error_kind=ErrorKind.MAX_URLS_PER_HOST)
-        if self.host_down[host] >= HOST_DOWN_AFTER:
-            return self._row(row, Outcome.DEFERRED, error_kind=ErrorKind.HOST_UNREACHABLE)
+        held = self._held(slot)
+        if held is not None:
+            return self._row(row, Outcome.DEFERRED, error_kind=held)
         refused = self._precheck(url)
         if refused is not None:
             return self._row(row, refused.outcome, error_kind=refused.error_kind)
@@ -258,16 +303,43 @@ class _Run:
             return self._row(row, Outcome.ERROR, error_kind=state.down_kind)
         if not state.rules.allowed(url):
             return self._row(row, Outcome.ROBOTS_DENIED, error_kind=state.deny_kind)
+        held = self._held(slot)
+        if held is not None:
+            return self._row(row, Outcome.DEFERRED, error_kind=held)
         if not await slot.wait_turn(self.deadline):
             return self._row(row, Outcome.DEFERRED, error_kind=ErrorKind.DEADLINE)
         fetched_at = self.now()
         got = await fetch_url(self.session, url, self.limits, slot.sent)  # type: ignore[arg-type]
         self._after(slot, got)
-        if got.error_kind in HOST_DOWN_KINDS:
-            self.host_down[host] += 1
-        elif got.http_status is not None:
-            self.host_down[host] = 0
+        slot.attempted += 1
+        if got.ip:
+            slot.addresses.add(got.ip)
+        if got.outcome == Outcome.OK and got.body is not None:
+            slot.pages += 1
+            slot.bytes += got.body_bytes
         return self._row(row, got.outcome, got, fetched_at)
+
+    def _held(self, slot: Slot) -> str | None:
+        """The error_kind of a deferral if the slot's next request may not start in this
+        slice: its Crawl-delay is above the maximum (and not honoured), it cools down after failing DNS/connects, or a Retry-After, backoff or
+        Crawl-delay puts it past the slice's planned end (a Retry-After above
+        fetch.retry_after_cap defers at once)."""
+        if slot.refused:
+            return ErrorKind.CRAWL_DELAY_TOO_LONG
+        cause = slot.wait_cause()
+        if cause is None:
+            return None
+        start = slot.earliest_start()
+        if cause == WaitReason.DOWN:
+            return ErrorKind.HOST_UNREACHABLE
+        late = start > self.slice_end
+        if cause == WaitReason.RETRY_AFTER:
+            if late or start - self.clock.time() > self.cfg.fetch.retry_after_cap:
+                return ErrorKind.RETRY_AFTER
+            return None
+        if late:
+            return ErrorKind.BACKOFF if cause == DelaySource.BACKOFF else ErrorKind.CRAWL_DELAY
+        return None
 
     def _precheck(self, url: str) -> Fetched | None:
         """Refuse before any request: bad URL, scheme, unsafe literal host, resolve_only."""
@@ -325,9 +397,26 @@ class _Run:
         return state
 
     def _after(self, slot: Slot, got: Fetched) -> None:
+        """What an answer (or its absence) teaches the slot: backoff, Retry-After in full, a
+        run of DNS/connect failures."""
+        if got.error_kind in HOST_DOWN_KINDS:
+            slot.record_down(HOST_DOWN_AFTER)
         slot.record_status(got.http_status)
         if got.retry_after is not None:
-            slot.push_back(min(got.retry_after, self.cfg.fetch.retry_after_cap))
+            slot.push_back(got.retry_after)
+
+    def _host_record(self, slot: Slot) -> HostRecord:
+        robots = [self.robots[h] for h in slot.hosts if h in self.robots]
+        states = [f.result() for f in robots if f.done() and not f.exception()]
+        return {
+            "record": Record.HOST,
+            **slot.state(self.now()),  # type: ignore[typeddict-item]
+            "robots_state": _robots_status(states[-1]) if states else None,
+            "addresses": sorted(slot.addresses),
+            "slice_urls": slot.attempted,
+            "slice_pages": slot.pages,
+            "slice_bytes": slot.bytes,
+        }
 
     def _row(
         self,
@@ -363,3 +452,15 @@ class _Run:
             "extracted": None,
             "source_url": row.get("source_url"),
         }
+
+
+def _robots_status(state: RobotsState | None) -> str | None:
+    if state is None:
+        return None
+    if state.blocked_kind:
+        return RobotsStatus.BLOCKED
+    if state.down_kind:
+        return RobotsStatus.UNREACHABLE
+    if state.deny_kind:
+        return RobotsStatus.UNAVAILABLE
+    return RobotsStatus.OK

@@ -17,7 +17,7 @@ from typing import Any
 
 from crawllib.config import Config
 from crawllib.fetch.engine import fetch_async
-from crawllib.records import EngineRecord
+from crawllib.records import EngineRecord, HostState
 
 MAX_QUEUED_RECORDS = 256
 MAX_QUEUED_BYTES = 64 * 1024 * 1024
@@ -56,8 +56,8 @@ class _Failure:
 
 
 def _size(record: EngineRecord) -> int:
-    body = record["body"]
-    return len(body) if body else 0
+    body = record.get("body")
+    return len(body) if isinstance(body, bytes | str) else 0
 
 
 def fetch_rows(
@@ -66,12 +66,15 @@ def fetch_rows(
     robots_rows: Iterable[Mapping[str, Any]] = (),
     now: Callable[[], float] = time.time,
     follow_rows: Iterable[Mapping[str, Any]] = (),
+    host_rows: Iterable[HostState] = (),
+    retried: bool = False,
 ) -> Iterator[EngineRecord]:
-    """Fetch `rows` (see :mod:`crawllib.fetch.engine`) and yield their fetch and robots records
-    as they are produced. Raises only if the engine itself fails."""
+    """Fetch `rows` (see :mod:`crawllib.fetch.engine`) and yield their fetch, robots and host
+    records as they are produced. Raises only if the engine itself fails."""
     rows = list(rows)  # read the partition here, not from the loop's thread
     robots_rows = list(robots_rows)
     follow_rows = list(follow_rows)
+    host_rows = list(host_rows)
     # Records cross to this thread in batches, one per loop iteration at most: a thread
     # handoff per record would fight the fetch loop for the GIL.
     out: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -97,7 +100,7 @@ def fetch_rows(
             batch.append(record)
 
         try:
-            await fetch_async(rows, cfg, robots_rows, emit, now, follow_rows)
+            await fetch_async(rows, cfg, robots_rows, emit, now, follow_rows, host_rows, retried)
         finally:
             flush()
 

@@ -1,4 +1,5 @@
-"""fetch(N): fetchlist gen N -> pages, texts, links, fetches (gen N) and robots, a slice at a time.
+"""fetch(N): fetchlist gen N -> pages, texts, links, fetches (gen N), robots and hosts, a slice
+at a time.
 
 The engine extracts each kept page (text, title, language, fingerprints, links) in the fetch
 task while its slots wait on politeness (``fetch.extract``), so a slice's texts rows (not yet
@@ -6,12 +7,17 @@ marked as duplicates: parse does that) and links rows are written with its pages
 
 A slice (a group of slots, ``fetchlist.slice``) is committed once ``fetches`` holds its rows:
 per slice the stage fetches, persists the results (so the network is hit once), then appends
-pages, texts and links and writes robots (appended for hosts new to the table, MERGEd by host
-when an expired row is refreshed), from parallel driver threads, and last appends fetches: one
-commit each, so a slice is in fetches whole or not at all. A rerun skips committed slices; a
-crash loses at most the slice in flight, and its rerun reuses the robots.txt already written
-and replaces (replaceWhere gen/slice) the pages, texts and links the crashed run left of that
-slice. Appends, not a replaceWhere every time: a replaceWhere rebuilds the table's snapshot to
+pages, texts and links, writes robots (appended for hosts new to the table, MERGEd by host
+when an expired row is refreshed) and MERGEs the slots' politeness into hosts, from parallel
+driver threads, and last appends fetches: one commit each, so a slice is in fetches whole or
+not at all. A rerun skips committed slices; a crash loses at most the slice in flight, and its
+rerun reuses the robots.txt already written, starts its slots from the hosts rows the crashed
+run may have written (its requests happened: they count) and replaces (replaceWhere
+gen/slice) the pages, texts and links the crashed run left of that slice.
+
+Each slice's slots start from their hosts rows (last request, backoff, Retry-After, cool-down:
+``crawllib.fetch.slots``), so a host's first request of a slice or generation is spaced from its
+last one of the previous by rule. Appends, not a replaceWhere every time: a replaceWhere rebuilds the table's snapshot to
 find the files it replaces, so it costs several appends.
 """
 
@@ -35,12 +41,15 @@ from crawllib.schemas import ROBOTS
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.stages.plan import PlanResult
 from crawllib.transforms.fetch import (
+    HOSTS_UPDATE,
+    engine_hosts,
     engine_robots,
     extracted_from_results,
     fetch_inputs,
     fetch_results,
     fetches_from_results,
     follow_inputs,
+    hosts_from_results,
     pages_from_results,
     robots_from_results,
 )
@@ -99,14 +108,12 @@ class Stored:
 @dataclasses.dataclass(frozen=True)
 class SliceDone:
     """A committed slice: its URLs, the robots.txt records fetched, the rows it stored, the
-    seconds spent fetching (the persisted results' first evaluation) and ``ended``
-    (``time.monotonic()`` after its last request)."""
+    seconds spent fetching (the persisted results' first evaluation)."""
 
     urls: int
     robots: int
     stored: Stored
     seconds: float
-    ended: float
 
 
 def run(run: StageRun) -> FetchResult:
@@ -133,12 +140,8 @@ def run(run: StageRun) -> FetchResult:
     seconds = 0.0
     urls_done = 0
     stored = Stored(Counter(), 0)  # summed over this run's slices
-    last_request_by = None
     for i, r in enumerate(listing.todo, start=1):
-        if last_request_by is not None:
-            wait_between_slices(spark, root, cfg, fetchlist, r.slice, last_request_by)
         done = fetch_slice(spark, root, cfg, gen, r.slice, r.slots, fetchlist, r.dirty)
-        last_request_by = done.ended
         robots_fetched += done.robots
         seconds += done.seconds
         ok = done.stored.outcomes[Outcome.OK]
@@ -270,6 +273,7 @@ def fetch_slice(
     fetches commit), which its writes replace."""
     slice_rows = fetchlist.filter(F.col("slice") == slice_)
     robots = engine_robots(tables.read(spark, root, "robots"))
+    hosts = engine_hosts(tables.read(spark, root, "hosts"))
     follow = None
     if cfg.fetch.follow and cfg.fetch.extract:
         # Room and known keys as of the slices committed so far (fetches rows of gen).
@@ -279,7 +283,7 @@ def fetch_slice(
     # As many tasks as cores: every task runs at once, each holding many hosts in asyncio, so
     # no host waits for a second wave of tasks (politeness-bound time, not task waves).
     partitions = max(1, min(slots, spark.sparkContext.defaultParallelism))
-    results = fetch_results(fetch_inputs(slice_rows, robots, follow), cfg, partitions)
+    results = fetch_results(fetch_inputs(slice_rows, robots, follow, hosts), cfg, partitions)
     results = results.persist(StorageLevel.DISK_ONLY)
     try:
         started = time.monotonic()
@@ -310,7 +314,6 @@ def fetch_slice(
             robots=robots_by.total(),
             stored=Stored(fetched, pages, extracted, followed),
             seconds=time.monotonic() - started,
-            ended=time.monotonic(),  # every request of the slice started before this
         )
         where = f"gen = {gen} AND slice = {slice_}"
         pages_extracted = extracted_from_results(results, gen, slice_)
@@ -345,33 +348,26 @@ def fetch_slice(
             else:
                 tables.append(robots_from_results(results), root, "robots")
 
-        # pages, texts, links (and robots) at once: their commits overlap
+        def write_hosts() -> None:
+            tables.merge(
+                spark,
+                hosts_from_results(results, gen, slice_),
+                root,
+                "hosts",
+                keys=["slot"],
+                update=HOSTS_UPDATE,
+            )
+
+        # pages, texts, links, hosts (and robots) at once: their commits overlap
         writes = [writer(name) for name in SLICE_TABLES]
-        tables.in_parallel(spark, *writes, *([write_robots] if done.robots else []))
+        robots_write = [write_robots] if done.robots else []
+        tables.in_parallel(spark, *writes, write_hosts, *robots_write)
         # Last: fetches rows are what marks the slice as committed (none yet, or it would
         # have been skipped).
         tables.append(fetches_from_results(results, gen, slice_), root, "fetches")
     finally:
         results.unpersist()
     return done
-
-
-def wait_between_slices(
-    spark: SparkSession, root: str, cfg: Config, fetchlist: DataFrame, slice_: int, since: float
-) -> None:
-    """Sleep until the hosts of ``slice_`` may be requested again: a host is dealt over every
-    slice, so its last request may have been the previous slice's last one, started before
-    ``since`` (``time.monotonic()``). Waits the largest delay among the slice's hosts (robots
-    Crawl-delay, capped, and jitter included) minus the time the commit already took."""
-    p = cfg.politeness
-    hosts = fetchlist.filter(F.col("slice") == slice_).select("host").distinct()
-    robots = tables.read(spark, root, "robots").join(hosts, on="host", how="inner")
-    crawl_delay = tables.one_row(robots.agg(F.max("crawl_delay")))[0]
-    delay = max(p.default_delay, min(crawl_delay or 0.0, p.max_crawl_delay)) * (1 + p.jitter)
-    wait = since + delay - time.monotonic()
-    if wait > 0:
-        log.info("fetch: slice %d waits %.1fs for its hosts' delay", slice_, wait)
-        time.sleep(wait)
 
 
 def generation_stored(spark: SparkSession, root: str, gen: int) -> Stored:

@@ -27,11 +27,21 @@ from pyspark.sql.types import (
 )
 
 from crawllib.config import Config
-from crawllib.records import Extracted, FetchInput, FetchRecord, RobotsRecord, fields, value_type
+from crawllib.records import (
+    Extracted,
+    FetchInput,
+    FetchRecord,
+    HostRecord,
+    HostState,
+    RobotsRecord,
+    fields,
+    value_type,
+)
 from crawllib.schemas import (
     EXTRACTED,
     FETCHES,
     FETCHLIST,
+    HOSTS,
     PAGES,
     ROBOTS,
     B,
@@ -97,15 +107,19 @@ ENGINE_INPUT = tuple(fields(FetchInput))
 # A robots row as the engine takes it (its ``robots_rows``): timestamps in epoch seconds.
 ENGINE_ROBOTS = struct_of(*[(f.name, engine_type(f.dataType)) for f in ROBOTS.fields])
 
-# One engine record, "fetch" or "robots" (column ``record``): the keys of both declarations in
-# crawllib.records, typed as their table columns (FETCHES, then PAGES; ROBOTS). The keys the two
-# share (record, host, fetched_at, http_status, error_kind) are one column each; a robots
-# record's ``body`` is ``robots_body`` (ROBOTS_RENAMED). A robots record's ``outcome`` is set
-# here, not by the engine: "new" (the host has no robots row yet) or "refreshed" (its row had
-# expired).
+# A hosts row as the engine takes it (its ``host_rows``): the HostState keys, epoch seconds.
+ENGINE_HOSTS = struct_of(*[(k, engine_type(HOSTS[k].dataType)) for k in fields(HostState)])
+
+# One engine record, "fetch", "robots" or "host" (column ``record``): the keys of the three
+# declarations in crawllib.records, typed as their table columns (FETCHES, then PAGES; ROBOTS;
+# HOSTS). The keys they share (record, host, fetched_at, http_status, error_kind, crawl_delay)
+# are one column each; a robots record's ``body`` is ``robots_body`` (ROBOTS_RENAMED). A robots
+# record's ``outcome`` is set here, not by the engine: "new" (the host has no robots row yet)
+# or "refreshed" (its row had expired).
 RESULT_SCHEMA = _merged(
     _result_columns(FetchRecord, (FETCHES, PAGES), {}),
     _result_columns(RobotsRecord, (ROBOTS,), ROBOTS_RENAMED),
+    _result_columns(HostRecord, (HOSTS,), {}),
 )
 
 _CONVERT: dict[type, Callable[[Any], Any]] = {
@@ -134,23 +148,38 @@ def engine_robots(robots: DataFrame) -> DataFrame:
     return robots.select(*columns_of(ENGINE_ROBOTS, body=F.when(fresh, F.col("body")), **times))
 
 
+def engine_hosts(hosts: DataFrame) -> DataFrame:
+    """Hosts rows in the engine's format (ENGINE_HOSTS: timestamps as epoch seconds)."""
+    times = {
+        k: _epoch(k)
+        for k in ENGINE_HOSTS.fieldNames()
+        if isinstance(HOSTS[k].dataType, TimestampType)
+    }
+    return hosts.select(*columns_of(ENGINE_HOSTS, **times))
+
+
 # What a slot's task needs to follow links (crawllib.fetch.follow): its room under the
 # per-generation cap, and the url_keys known for it.
 FOLLOW = struct_of(("room", I), ("known", ArrayType(L)))
 
 
 def fetch_inputs(
-    slice_rows: DataFrame, robots: DataFrame, follow: DataFrame | None = None
+    slice_rows: DataFrame,
+    robots: DataFrame,
+    follow: DataFrame | None = None,
+    hosts: DataFrame | None = None,
 ) -> DataFrame:
-    """The engine's input for one slice: its URLs, plus the cached robots.txt of their hosts
-    and what their slots need to follow links.
+    """The engine's input for one slice: its URLs, plus the cached robots.txt of their hosts,
+    what their slots need to follow links and their slots' stored politeness.
 
     In: fetchlist rows (ENGINE_INPUT: slot, url, url_key, host, depth); robots rows as
     :func:`engine_robots` gives them; follow rows as :func:`follow_inputs` gives them (slot,
-    room, known). Out: ENGINE_INPUT, robots (struct ENGINE_ROBOTS), follow (struct FOLLOW): one
-    row per URL, one per host of the slice that has a robots row (only slot and host set), one
-    per slot of the slice with room to follow links (only slot set). A robots row travels once
-    per host rather than once per URL (it can be 500 KiB), known keys once per slot.
+    room, known); hosts rows as :func:`engine_hosts` gives them. Out: ENGINE_INPUT, robots
+    (struct ENGINE_ROBOTS), follow (struct FOLLOW), host_state (struct ENGINE_HOSTS): one row
+    per URL, one per host of the slice that has a robots row (only slot and host set), one per
+    slot of the slice with room to follow links and one per slot with a hosts row (only slot
+    set). A robots row travels once per host rather than once per URL (it can be 500 KiB),
+    known keys and politeness once per slot.
     """
 
     def empty_but(*kept: str) -> list[Column]:
@@ -159,23 +188,33 @@ def fetch_inputs(
             for c in ENGINE_INPUT
         ]
 
-    none_robots = F.lit(None).cast(ENGINE_ROBOTS).alias("robots")
-    none_follow = F.lit(None).cast(FOLLOW).alias("follow")
-    urls = slice_rows.select(*ENGINE_INPUT, none_robots, none_follow)
-    hosts = slice_rows.select("host", "slot").distinct()
-    cached = robots.join(hosts, on="host", how="inner").select(
-        *empty_but("slot", "host"),
-        F.struct(*ENGINE_ROBOTS.fieldNames()).alias("robots"),
-        none_follow,
+    nothing = {
+        "robots": F.lit(None).cast(ENGINE_ROBOTS).alias("robots"),
+        "follow": F.lit(None).cast(FOLLOW).alias("follow"),
+        "host_state": F.lit(None).cast(ENGINE_HOSTS).alias("host_state"),
+    }
+
+    def extra(column: str, value: Column) -> list[Column]:
+        return [value.alias(c) if c == column else nothing[c] for c in nothing]
+
+    urls = slice_rows.select(*ENGINE_INPUT, *nothing.values())
+    hosts_of_slice = slice_rows.select("host", "slot").distinct()
+    cached = robots.join(hosts_of_slice, on="host", how="inner").select(
+        *empty_but("slot", "host"), *extra("robots", F.struct(*ENGINE_ROBOTS.fieldNames()))
     )
     inputs = urls.unionByName(cached)
-    if follow is None:
-        return inputs
     slots = slice_rows.select("slot").distinct()
-    rooms = follow.join(slots, on="slot", how="inner").select(
-        *empty_but("slot"), none_robots, F.struct("room", "known").alias("follow")
-    )
-    return inputs.unionByName(rooms)
+    if follow is not None:
+        rooms = follow.join(slots, on="slot", how="inner").select(
+            *empty_but("slot"), *extra("follow", F.struct("room", "known"))
+        )
+        inputs = inputs.unionByName(rooms)
+    if hosts is not None:
+        states = hosts.join(slots, on="slot", how="inner").select(
+            *empty_but("slot"), *extra("host_state", F.struct(*ENGINE_HOSTS.fieldNames()))
+        )
+        inputs = inputs.unionByName(states)
+    return inputs
 
 
 def follow_inputs(
@@ -254,22 +293,33 @@ def partition_fetcher(cfg: Config) -> Callable[[Iterable[Row]], Iterator[tuple]]
     """
 
     def fetch_partition(rows: Iterable[Row]) -> Iterator[tuple]:
+        from pyspark import TaskContext
+
         from crawllib.fetch import fetch_rows  # aiohttp is imported on executors only
 
         urls: list[dict[str, Any]] = []
         robots: list[dict[str, Any]] = []
         follow: list[dict[str, Any]] = []
+        hosts: list[Any] = []
         for row in rows:
             if row["url"] is not None:
                 urls.append({c: row[c] for c in ENGINE_INPUT})
             elif row["robots"] is not None:
                 robots.append(row["robots"].asDict())
-            else:
+            elif row["follow"] is not None:
                 follow.append({"slot": row["slot"], **row["follow"].asDict()})
+            else:
+                hosts.append(row["host_state"].asDict())
         if not urls:
             return
         stored = {r["host"] for r in robots}
-        for record in fetch_rows(urls, cfg, robots, follow_rows=follow):
+        # A retried attempt's hosts may have been requested by the failed one an instant ago.
+        task = TaskContext.get()
+        retried = task is not None and task.attemptNumber() > 0
+        records = fetch_rows(
+            urls, cfg, robots, follow_rows=follow, host_rows=hosts, retried=retried
+        )
+        for record in records:
             if record["record"] == Record.ROBOTS:
                 new = RobotsOutcome.REFRESHED if record["host"] in stored else RobotsOutcome.NEW
                 yield result_row({**record, "outcome": new})
@@ -348,6 +398,45 @@ def fetches_from_results(results: DataFrame, gen: int, slice_: int) -> DataFrame
     return _fetch_records(results).select(
         *_table_columns(FETCHES, gen=F.lit(gen), slice=F.lit(slice_))
     )
+
+
+def hosts_from_results(results: DataFrame, gen: int, slice_: int) -> DataFrame:
+    """Host records -> hosts rows of this slice: totals = the slice's share (the MERGE into
+    the table adds them to the stored ones), first and last generation = gen."""
+    return results.filter(F.col("record") == Record.HOST).select(
+        *_table_columns(
+            HOSTS,
+            urls_attempted=F.col("slice_urls"),
+            pages=F.col("slice_pages"),
+            bytes=F.col("slice_bytes"),
+            first_gen=F.lit(gen),
+            last_gen=F.lit(gen),
+            gen=F.lit(gen),
+            slice=F.lit(slice_),
+            updated_at=F.current_timestamp(),
+        )
+    )
+
+
+# hosts MERGE: a stored row takes the slice's state; its totals add the slice's share, or
+# replace it when the same slice is written again (a rerun of a slice whose commit crashed).
+_SAME_SLICE = "t.gen = s.gen AND t.slice = s.slice"
+HOSTS_UPDATE: dict[str, str] = {
+    **{f.name: f"s.{f.name}" for f in HOSTS.fields},
+    **{
+        total: f"t.{total} - CASE WHEN {_SAME_SLICE} THEN t.{share} ELSE 0 END + s.{share}"
+        for total, share in (
+            ("urls_attempted", "slice_urls"),
+            ("pages", "slice_pages"),
+            ("bytes", "slice_bytes"),
+        )
+    },
+    "last_request_at": "coalesce(s.last_request_at, t.last_request_at)",
+    "crawl_delay": "coalesce(s.crawl_delay, t.crawl_delay)",
+    "robots_state": "coalesce(s.robots_state, t.robots_state)",
+    "addresses": "slice(array_distinct(concat(s.addresses, t.addresses)), 1, 16)",
+    "first_gen": "least(t.first_gen, s.first_gen)",
+}
 
 
 def robots_from_results(results: DataFrame) -> DataFrame:

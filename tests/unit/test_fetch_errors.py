@@ -297,7 +297,7 @@ def test_fetch_async_with_an_async_emit():
             got.append(record)
 
         asyncio.run(fetch_async([row("http://a.test/1"), row("http://a.test/2")], cfg, (), emit))
-    assert sorted(r["record"] for r in got) == ["fetch", "fetch", "robots"]
+    assert sorted(r["record"] for r in got) == ["fetch", "fetch", "host", "robots"]
 
 
 def test_an_emit_failure_stops_the_call():

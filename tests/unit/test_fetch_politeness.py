@@ -9,8 +9,23 @@ order of requests in the server's log.
 
 from __future__ import annotations
 
+import asyncio
+import time
+
+import pytest
 from aiohttp import web
-from test_fetch_support import SLACK, LocalWeb, config, crawl, gaps, starts
+from test_fetch_support import (
+    SLACK,
+    LocalWeb,
+    RawServer,
+    config,
+    crawl,
+    crawl_with_hosts,
+    gaps,
+    starts,
+)
+
+from crawllib.config import replace
 
 EXACT = 0.001  # wall clock (fetched_at) against the loop's monotonic clock
 
@@ -51,30 +66,30 @@ def test_one_request_at_a_time_spaced_by_the_delay_robots_included():
             assert min(gaps(hits)) >= 0.25 - SLACK
 
 
-def test_crawl_delay_is_honoured_and_capped():
+def test_crawl_delay_is_honoured_and_never_shortened():
+    hosts = ("slow.test", "long.test", "honoured.test")
     with LocalWeb() as server:
         server.text("slow.test", "/robots.txt", "User-agent: *\nCrawl-delay: 0.45\n")
-        server.text("capped.test", "/robots.txt", "User-agent: *\nCrawl-delay: 60\n")
-        urls = [f"http://{h}/{i}" for h in ("slow.test", "capped.test") for i in range(3)]
+        server.text("long.test", "/robots.txt", "User-agent: *\nCrawl-delay: 60\n")
+        server.text("honoured.test", "/robots.txt", "User-agent: *\nCrawl-delay: 0.6\n")
+        urls = [f"http://{h}/{i}" for h in hosts for i in range(3)]
         cfg = config(
-            server.resolve("slow.test", "capped.test"),
-            politeness__default_delay=0.1,
-            politeness__max_crawl_delay=0.3,
+            server.resolve(*hosts), politeness__default_delay=0.1, politeness__max_crawl_delay=0.5
         )
-        fetches, robots = crawl(urls, cfg)
+        fetches, robots = crawl(urls[:6], cfg)
+        assert {r["host"]: r["crawl_delay"] for r in robots} == {"slow.test": 0.45, "long.test": 60}
+        assert min(gaps(starts(fetches, robots, "slow.test"))) >= 0.45 - EXACT
+        assert min(gaps(server.hits_of("slow.test"))) >= 0.45 - SLACK
+        # above the maximum: not fetched faster than asked, but deferred, robots.txt only
+        assert {fetches[u]["outcome"] for u in urls[3:6]} == {"deferred"}
+        assert {fetches[u]["error_kind"] for u in urls[3:6]} == {"crawl_delay_too_long"}
+        assert [h.path_qs for h in server.hits_of("long.test")] == ["/robots.txt"]
+        # ... or honoured in full, when asked to
+        honour = replace(cfg, politeness__honor_long_crawl_delay=True)
+        fetches, robots = crawl(urls[6:], honour)
         assert {r["outcome"] for r in fetches.values()} == {"ok"}
-        assert {r["host"]: r["crawl_delay"] for r in robots} == {
-            "slow.test": 0.45,
-            "capped.test": 60,
-        }
-        # Crawl-delay above max_crawl_delay is cut to it
-        assert min(gaps(starts(fetches, robots, "slow.test"))) >= 0.3 - EXACT
-        assert min(gaps(starts(fetches, robots, "capped.test"))) >= 0.3 - EXACT
-        assert min(gaps(server.hits_of("slow.test"))) >= 0.3 - SLACK
-        assert min(gaps(server.hits_of("capped.test"))) >= 0.3 - SLACK
-        # Both are cut to the same 0.3 s, so asking for 60 s takes no longer than asking for
-        # 0.45 s (uncut: 133 times longer). The hosts run side by side: a stall delays both.
-        assert span(server.hits_of("capped.test")) < 1.5 * span(server.hits_of("slow.test"))
+        assert min(gaps(starts(fetches, robots, "honoured.test"))) >= 0.6 - EXACT
+        assert min(gaps(server.hits_of("honoured.test"))) >= 0.6 - SLACK
 
 
 def test_hosts_are_fetched_concurrently():
@@ -113,19 +128,18 @@ def test_max_hosts_in_flight_bounds_active_hosts():
         assert active <= 2
 
 
-def test_retry_after_pushes_the_next_request():
+def test_retry_after_is_honoured_in_full_or_defers_the_host():
     with LocalWeb() as server:
         server.text("busy.test", "/a", "slow down", status=429, headers={"Retry-After": "1"})
         date = "Wed, 21 Oct 2015 07:28:00 GMT"  # in the past: no wait beyond the delay
         server.text("old.test", "/a", "", status=503, headers={"Retry-After": date})
         server.text("long.test", "/a", "", status=503, headers={"Retry-After": "3600"})
-        urls = [f"http://{h}/{p}" for h in ("busy.test", "old.test", "long.test") for p in "ab"]
+        hosts = ("busy.test", "old.test", "long.test")
+        urls = [f"http://{h}/{p}" for h in hosts for p in "abc"]
         cfg = config(
-            server.resolve("busy.test", "old.test", "long.test"),
-            politeness__default_delay=0.1,
-            fetch__retry_after_cap=0.6,
+            server.resolve(*hosts), politeness__default_delay=0.1, fetch__retry_after_cap=1.5
         )
-        fetches, robots = crawl(urls, cfg)
+        fetches, robots, states = crawl_with_hosts(urls, cfg)
         busy = fetches["http://busy.test/a"]
         assert (busy["outcome"], busy["http_status"], busy["retry_after"]) == (
             "http_error",
@@ -133,14 +147,49 @@ def test_retry_after_pushes_the_next_request():
             1.0,
         )
         assert fetches["http://busy.test/b"]["outcome"] == "ok"
-        assert gaps(starts(fetches, robots, "busy.test"))[-1] >= 0.6 - EXACT  # the cap
-        assert gaps(server.hits_of("busy.test"))[-1] >= 0.6 - SLACK
+        assert gaps(starts(fetches, robots, "busy.test"))[1] >= 1.0 - EXACT  # in full
+        assert gaps(server.hits_of("busy.test"))[1] >= 1.0 - SLACK
         assert fetches["http://old.test/a"]["retry_after"] == 0.0
+        assert fetches["http://old.test/b"]["outcome"] == "ok"
+        # 3600 s, above the cap: the host's other URLs are deferred, not fetched sooner
         assert fetches["http://long.test/a"]["retry_after"] == 3600.0
-        long_wait = gaps(starts(fetches, robots, "long.test"))[-1]
-        assert long_wait >= 0.6 - EXACT
-        # 3600 s is cut to the cap like busy.test's 1 s: the two hosts wait alike
-        assert long_wait < 1.5 * gaps(starts(fetches, robots, "busy.test"))[-1]
+        assert [fetches[f"http://long.test/{p}"]["error_kind"] for p in "bc"] == ["retry_after"] * 2
+        assert [h.path_qs for h in server.hits_of("long.test")] == ["/robots.txt", "/a"]
+        # ... and the hosts record keeps it for the next slice
+        long = states["long.test"]
+        assert long["not_before_reason"] == "retry_after"
+        assert long["not_before"] - fetches["http://long.test/a"]["fetched_at"] >= 3600 - 1
+        assert (long["http_failures"], long["delay_source"]) == (1, "backoff")
+
+        # the next call, from that state: no request at all to long.test
+        hits = len(server.hits_of("long.test"))
+        fetches, _, states = crawl_with_hosts(
+            [f"http://long.test/{p}" for p in "bcd"], cfg, host_rows=[long]
+        )
+        assert {r["error_kind"] for r in fetches.values()} == {"retry_after"}
+        assert len(server.hits_of("long.test")) == hits  # not even its robots.txt
+        assert states["long.test"]["not_before"] == pytest.approx(long["not_before"])
+
+
+def test_the_next_call_spaces_its_first_request_from_the_last_one():
+    with LocalWeb() as server:
+        cfg = config(server.resolve("a.test"), politeness__default_delay=0.8)
+        fetches, robots, states = crawl_with_hosts(["http://a.test/1"], cfg)
+        robots_rows = [{**r, "body": r["body"]} for r in robots]
+        state = states["a.test"]
+        assert state["last_request_at"] == pytest.approx(
+            fetches["http://a.test/1"]["fetched_at"], abs=0.05
+        )
+        assert (state["slice_urls"], state["slice_pages"]) == (1, 1)
+        assert state["slice_bytes"] > 0 and state["addresses"] == ["127.0.0.1"]
+        fetches, _, _ = crawl_with_hosts(["http://a.test/2"], cfg, robots_rows, host_rows=[state])
+        hits = server.hits_of("a.test")
+        assert [h.path_qs for h in hits] == ["/robots.txt", "/1", "/2"]
+        assert hits[2].start - hits[1].start >= 0.8 - SLACK
+        # a retried task: its slots count as having just requested, whatever the table says
+        t0 = time.monotonic()  # the server log's clock
+        crawl_with_hosts(["http://a.test/3"], cfg, robots_rows, retried=True)
+        assert server.hits_of("a.test")[-1].start - t0 >= 0.8 - SLACK
 
 
 def test_repeated_5xx_doubles_the_delay():
@@ -157,3 +206,29 @@ def test_repeated_5xx_doubles_the_delay():
         # doubled, not more: the longer gaps (least disturbed by load) grow by less than 3x
         assert all(b < 3 * a for a, b in zip(g[2:], g[3:], strict=False))
         assert len(server.hits_of("down.test")) == 6
+
+
+def test_a_host_down_cools_down_and_its_urls_wait_without_a_request():
+    with RawServer(lambda r, w: asyncio.sleep(0)) as raw:
+        closed = raw.port  # nothing listens there once the server is gone
+    now = time.time()
+    robots = [  # a cached robots.txt: the pages themselves meet the closed port
+        {"host": "down.test", "fetched_at": now, "http_status": 404, "body": "",
+         "crawl_delay": None, "sitemaps": [], "expires_at": now + 3600, "error_kind": None}
+    ]  # fmt: skip
+    cfg = config(
+        {"down.test": f"127.0.0.1:{closed}"},
+        politeness__default_delay=0.05,
+        politeness__down_cooldown_seconds=600.0,
+    )
+    urls = [f"http://down.test/{i}" for i in range(5)]
+    fetches, _, states = crawl_with_hosts(urls, cfg, robots)
+    kinds = [fetches[u]["error_kind"] for u in urls]
+    assert kinds == ["connect"] * 3 + ["host_unreachable"] * 2
+    state = states["down.test"]
+    assert (state["down_failures"], state["not_before_reason"]) == (3, "down")
+    assert state["down_until"] - now >= 600 - 1 and state["slice_urls"] == 3
+    # the next call: nothing tried while it cools down
+    fetches, _, states = crawl_with_hosts(urls, cfg, robots, host_rows=[state])
+    assert {r["error_kind"] for r in fetches.values()} == {"host_unreachable"}
+    assert states["down.test"]["slice_urls"] == 0

@@ -1,4 +1,5 @@
-"""Politeness slots in fake time: exact gaps, jitter, Crawl-delay cap, backoff, Retry-After.
+"""Politeness slots in fake time: exact gaps, jitter, Crawl-delay (never shortened), backoff,
+Retry-After in full, the state a slot leaves for the next slice and starts from.
 
 A slot reads and sleeps on its clock; here a :class:`FakeClock` whose sleep advances virtual
 seconds at once, so every gap is checked exactly and no test waits. The engine tests
@@ -74,7 +75,7 @@ def test_slot_delay_crawl_delay_and_backoff():
     slot.set_crawl_delay(0.1)
     assert slot.delay == 0.5
     slot.set_crawl_delay(10)
-    assert slot.delay == 4.0
+    assert (slot.delay, slot.refused, slot.delay_source) == (10.0, True, "crawl_delay")
     slot.crawl_delay = 0.0
     for status, delay in [(500, 1.0), (503, 2.0), (429, 4.0), (500, 4.0), (200, 0.5), (404, 0.5)]:
         slot.record_status(status)
@@ -106,13 +107,22 @@ def test_a_turn_past_the_deadline_is_refused_at_once():
     assert turn(slot, clock, clock.now + 10) == pytest.approx(before[0] + 5)
 
 
-def test_crawl_delay_is_capped_by_max_crawl_delay():
-    for crawl_delay, gap in [(60, 0.3), (0.45, 0.3), (0.2, 0.2), (0.05, 0.1), (None, 0.1)]:
+def test_crawl_delay_is_never_shortened():
+    # (Crawl-delay, gap; None: the slot is refused, its URLs deferred)
+    for crawl_delay, gap in [(60, None), (0.45, None), (0.2, 0.2), (0.05, 0.1), (None, 0.1)]:
         clock = FakeClock()
         slot = slot_of(clock, default_delay=0.1, max_crawl_delay=0.3)
         slot.set_crawl_delay(crawl_delay)
-        starts = [turn(slot, clock) for _ in range(4)]
-        assert gaps_of(starts) == pytest.approx([gap] * 3), crawl_delay
+        assert slot.refused == (gap is None), crawl_delay
+        if gap is not None:
+            starts = [turn(slot, clock) for _ in range(4)]
+            assert gaps_of(starts) == pytest.approx([gap] * 3), crawl_delay
+    # honoured in full when asked to
+    clock = FakeClock()
+    slot = slot_of(clock, default_delay=0.1, max_crawl_delay=0.3, honor_long_crawl_delay=True)
+    slot.set_crawl_delay(60)
+    assert not slot.refused
+    assert gaps_of([turn(slot, clock) for _ in range(3)]) == pytest.approx([60, 60])
 
 
 def test_each_5xx_doubles_the_next_gap_until_an_answer_resets_it():
@@ -145,7 +155,7 @@ def test_the_gap_counts_from_when_the_request_left():
     assert turn(slot, clock) == pytest.approx(t0 + 0.05 + 0.1)
 
 
-def test_the_engine_caps_retry_after_and_backs_off():
+def test_the_engine_honours_retry_after_in_full_and_defers_past_the_cap():
     cfg = replace(
         load_config(),
         politeness__default_delay=0.1,
@@ -153,21 +163,102 @@ def test_the_engine_caps_retry_after_and_backs_off():
         fetch__retry_after_cap=0.6,
     )
 
-    async def scenario() -> list[float]:
+    async def scenario() -> list[Any]:
         run = _Run(cfg, (), lambda record: None, time.time)
         try:
             out = []
             for retry_after in (3600.0, 0.4, None):
                 clock = FakeClock()
                 slot = Slot.from_config("h", cfg.politeness, clock=clock)
+                run.clock, run.slice_end = clock, clock.now + 100
                 t0 = turn(slot, clock)
                 got = Fetched(Outcome.HTTP_ERROR, http_status=503, retry_after=retry_after)
                 run._after(slot, got)
-                out += [turn(slot, clock) - t0, slot.delay]
+                held = run._held(slot)
+                out.append(held)
+                if held is None:
+                    out += [turn(slot, clock) - t0, slot.delay]
+                else:  # nothing shortened: the wait is the whole Retry-After
+                    out.append(slot.earliest_start() - t0)
             return out
         finally:
             await run.resolver.close()
 
-    waited = asyncio.run(scenario())
-    # (wait, delay): Retry-After 3600 waits the cap, 0.4 is honoured, none: the doubled delay
-    assert waited == pytest.approx([0.6, 0.2, 0.4, 0.2, 0.2, 0.2])
+    # 3600 s: above the cap, deferred (not sped up); 0.4 s: waited; none: the doubled delay
+    assert asyncio.run(scenario()) == pytest.approx(
+        ["retry_after", 3600.0, None, 0.4, 0.2, None, 0.2, 0.2]
+    )
+
+
+def test_a_wait_past_the_slice_end_defers_with_its_cause():
+    cfg = replace(load_config(), politeness__default_delay=1.0, politeness__jitter=0.0)
+
+    async def scenario() -> list[str | None]:
+        run = _Run(cfg, (), lambda record: None, time.time)
+        try:
+            clock = FakeClock()
+            run.clock, run.slice_end = clock, clock.now + 5
+            slot = Slot.from_config("h", cfg.politeness, clock=clock)
+            out = [run._held(slot)]  # nothing yet
+            turn(slot, clock)
+            out.append(run._held(slot))  # the default delay never defers
+            slot.failures = 3  # 8 s after the last request: past the slice end
+            out.append(run._held(slot))
+            slot.failures = 0
+            slot.set_crawl_delay(20)
+            out.append(run._held(slot))
+            slot.crawl_delay = 0
+            slot.record_down(1)  # a cool-down
+            out.append(run._held(slot))
+            return out
+        finally:
+            await run.resolver.close()
+
+    assert asyncio.run(scenario()) == [None, None, "backoff", "crawl_delay", "host_unreachable"]
+
+
+def test_state_round_trip_spaces_the_next_call_from_the_last_request():
+    wall = 1_700_000_000.0
+    first = FakeClock(start=50.0)
+    slot = slot_of(first, default_delay=2.0)
+    turn(slot, first)
+    slot.record_status(503)  # backoff level 1: 4 s
+    slot.push_back(30.0)
+    first.now += 1.0
+    state = slot.state(wall)
+    assert state["last_request_at"] == pytest.approx(wall - 1.0)
+    assert (state["delay"], state["delay_source"], state["http_failures"]) == (4.0, "backoff", 1)
+    assert state["not_before"] == pytest.approx(wall + 29.0)
+    assert state["not_before_reason"] == "retry_after"
+
+    # the next slice, 10 s later in wall time, on another clock: Retry-After still ahead
+    later = FakeClock(start=7000.0)
+    again = slot_of(later, default_delay=2.0)
+    again.restore(state, wall + 10.0)
+    assert again.failures == 1
+    assert turn(again, later) == pytest.approx(7000.0 + 19.0)
+
+    # once it has passed: the backoff delay from the last request decides
+    gone = FakeClock(start=10.0)
+    third = slot_of(gone, default_delay=2.0)
+    third.restore({**state, "not_before": None}, wall + 2.0)
+    assert turn(third, gone) == pytest.approx(10.0 + 1.0)  # 4 s after the request 3 s ago
+
+    # a retried task: every slot counts as having requested just now
+    retried = FakeClock(start=10.0)
+    fourth = slot_of(retried, default_delay=2.0)
+    fourth.restore({"slot": "h"}, wall, just_requested=True)
+    assert turn(fourth, retried) == pytest.approx(12.0)
+
+
+def test_a_down_slot_cools_down_longer_each_time():
+    clock = FakeClock()
+    slot = slot_of(clock, default_delay=0.1, down_cooldown_seconds=60.0)
+    assert [slot.record_down(3) for _ in range(3)] == [False, False, True]
+    assert slot.earliest_start() == pytest.approx(clock.now + 60)
+    assert slot.wait_cause() == "down"
+    clock.now += 61
+    assert slot.record_down(3)  # the first request after the cool-down fails too
+    assert slot.earliest_start() == pytest.approx(clock.now + 120)
+    slot.record_status(200)  # an answer: up again
+    assert (slot.down, slot.down_until) == (0, None)

@@ -146,13 +146,24 @@ def row(url: str, depth: int = 0, **extra) -> dict:
 
 def crawl(urls: Iterable[str], cfg, robots_rows=(), now=time.time) -> tuple[dict, list[dict]]:
     """Fetch `urls`; return ({url: fetch record}, [robots records])."""
-    fetches, robots = {}, []
-    for record in fetch_rows([row(u) for u in urls], cfg, robots_rows, now):
+    fetches, robots, _ = crawl_with_hosts(urls, cfg, robots_rows, now)
+    return fetches, robots
+
+
+def crawl_with_hosts(
+    urls: Iterable[str], cfg, robots_rows=(), now=time.time, host_rows=(), retried=False
+) -> tuple[dict, list[dict], dict]:
+    """Fetch `urls`; return ({url: fetch record}, [robots records], {slot: host record})."""
+    fetches, robots, hosts = {}, [], {}
+    rows = [row(u) for u in urls]
+    for record in fetch_rows(rows, cfg, robots_rows, now, host_rows=host_rows, retried=retried):
         if record["record"] == "fetch":
             fetches[record["url"]] = record
-        else:
+        elif record["record"] == "robots":
             robots.append(record)
-    return fetches, robots
+        else:
+            hosts[record["slot"]] = record
+    return fetches, robots, hosts
 
 
 # The server's log sees a request when its handler starts. That server shares the machine

@@ -111,13 +111,14 @@ def test_robots_beyond_500_kib_is_ignored(crawled):
     assert len(robots["robotsbig.org"]["body"].encode()) <= cfg.robots.max_bytes
 
 
-def test_crawl_delay_spaces_requests(crawled):
+def test_a_crawl_delay_above_the_maximum_defers_the_host(crawled):
     fetches, robots, log, _ = crawled
-    assert robots["robotsdelay.org"]["crawl_delay"] == 2
-    hits = sorted(r.start for r in log if r.host == "robotsdelay.org")
-    assert len(hits) == 4
-    assert min(gaps(hits)) >= 0.5 - SLACK  # capped by max_crawl_delay
-    assert min(gaps(starts(fetches, list(robots.values()), "robotsdelay.org"))) >= 0.5 - 0.001
+    assert robots["robotsdelay.org"]["crawl_delay"] == 2  # above max_crawl_delay (0.5)
+    assert [r.path_qs for r in log if r.host == "robotsdelay.org"] == ["/robots.txt"]
+    pages = [r for url, r in fetches.items() if "robotsdelay.org" in url]
+    assert pages and {(r["outcome"], r["error_kind"]) for r in pages} == {
+        ("deferred", "crawl_delay_too_long")
+    }
 
 
 def test_http_errors(crawled):

@@ -36,12 +36,24 @@ from crawllib.records import (
     Extracted,
     FetchInput,
     FetchRecord,
+    HostRecord,
+    HostState,
     Link,
     RobotsRecord,
     fields,
     value_type,
 )
-from crawllib.schemas import EXTRACTED, FETCHES, FETCHLIST, LINK, LINKS, PAGES, ROBOTS, TEXTS
+from crawllib.schemas import (
+    EXTRACTED,
+    FETCHES,
+    FETCHLIST,
+    HOSTS,
+    LINK,
+    LINKS,
+    PAGES,
+    ROBOTS,
+    TEXTS,
+)
 from crawllib.transforms.fetch import (
     ENGINE_INPUT,
     ENGINE_ROBOTS,
@@ -95,6 +107,16 @@ def test_a_robots_record_is_a_robots_row():
     assert_columns_are_keys(RobotsRecord, ROBOTS, set())
 
 
+def test_a_host_record_is_a_hosts_row_less_what_the_stage_adds():
+    stage_adds = {"urls_attempted", "pages", "bytes", "first_gen", "last_gen", "gen", "slice"}
+    assert_columns_are_keys(HostRecord, HOSTS, stage_adds | {"updated_at"})
+    assert set(fields(HostRecord)) - set(HOSTS.fieldNames()) == {"record"}
+    # what a slot starts from is a part of its row
+    assert set(fields(HostState)) <= set(HOSTS.fieldNames())
+    for key, annotation in fields(HostState).items():
+        assert fits(annotation, HOSTS[key].dataType), key
+
+
 def test_fetch_record_keys_beyond_the_tables():
     assert set(fields(FetchRecord)) - {*FETCHES.fieldNames(), *PAGES.fieldNames()} == {
         "record",
@@ -121,9 +143,10 @@ def test_the_engine_input_is_fetchlist_columns():
 
 
 def test_record_kinds_are_the_vocabulary():
-    kinds = [typing.get_args(fields(d)["record"]) for d in (FetchRecord, RobotsRecord)]
-    assert kinds == [(Record.FETCH,), (Record.ROBOTS,)]
-    assert words(Record) == (Record.FETCH, Record.ROBOTS)
+    declarations = (FetchRecord, RobotsRecord, HostRecord)
+    kinds = [typing.get_args(fields(d)["record"]) for d in declarations]
+    assert kinds == [(Record.FETCH,), (Record.ROBOTS,), (Record.HOST,)]
+    assert words(Record) == (Record.FETCH, Record.ROBOTS, Record.HOST)
 
 
 def test_a_request_result_is_a_fetch_record_without_the_row_identity():
@@ -223,6 +246,11 @@ def test_a_real_run_emits_exactly_the_declared_records():
         records = list(fetch_rows([row(u) for u in urls], cfg))
     fetches = [r for r in records if r["record"] == Record.FETCH]
     robots = [r for r in records if r["record"] == Record.ROBOTS]
+    hosts = [r for r in records if r["record"] == Record.HOST]
+    assert len(fetches) + len(robots) + len(hosts) == len(records)
+    assert sorted(r["slot"] for r in hosts) == ["a.test", "down.test"]  # one per slot
+    for r in hosts:
+        assert_record_is_declared(r, HostRecord)
     assert sorted(r["url"] for r in fetches) == sorted(urls)
     assert {r["host"] for r in robots} == {"a.test", "down.test"}
     assert {r["outcome"] for r in fetches} == set(words(Outcome))  # every outcome, once at least

@@ -1,0 +1,113 @@
+"""Politeness that remembers, over two whole generations of two slices each, from the server's
+request log and the hosts table: a Retry-After of an hour, a server answering 503 to
+everything, a Crawl-delay of a minute. (A host that is down: test_fetch_politeness.py.)"""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+
+from crawllib import pipeline, tables
+from crawllib.config import replace
+from crawllib.seeding import seed
+from tests.unit.test_fetch_support import SLACK, LocalWeb
+
+pytestmark = pytest.mark.e2e
+
+DELAY = 0.2
+PAGES = 4
+HOSTS = ("ok.net", "busy.net", "failing.net", "slowrobots.net")
+
+
+@pytest.fixture(scope="module")
+def crawled(spark, spark_cfg, template_root, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hosts")
+    root = str(tmp / "crawl")
+    shutil.copytree(template_root, root)
+    with LocalWeb() as server:
+        for p in range(PAGES):
+            server.text("busy.net", f"/{p}", "later", status=429, headers={"Retry-After": "3600"})
+            server.text("failing.net", f"/{p}", "oops", status=503)
+        server.text("slowrobots.net", "/robots.txt", "User-agent: *\nCrawl-delay: 60\n")
+        cfg = replace(
+            spark_cfg,
+            network__resolve=server.resolve(*HOSTS),
+            politeness__default_delay=DELAY,
+            storage__fetch_slices=2,
+            fetch__slice_grace_seconds=2.0,  # a host held back longer waits for a later slice
+            crawl__max_depth=0,
+            fetch__max_attempts=5,
+        )
+        seeds = tmp / "seeds.txt"
+        seeds.write_text("\n".join(f"http://{h}/{p}" for h in HOSTS for p in range(PAGES)) + "\n")
+        seed(spark, root, str(seeds), cfg, 0)
+        started = time.time()
+        for gen in (0, 1):
+            pipeline.run_generation(spark, root, cfg, gen)
+        hits = list(server.hits)
+    hosts = {r["slot"]: r for r in tables.read(spark, root, "hosts").collect()}
+    fetches = tables.read(spark, root, "fetches").collect()
+    return {"hits": hits, "hosts": hosts, "fetches": fetches, "started": started}
+
+
+def requests_to(crawled, host):
+    return sorted((h for h in crawled["hits"] if h.host == host), key=lambda h: h.start)
+
+
+def outcomes(crawled, host, gen):
+    return sorted(
+        (r["outcome"], r["error_kind"])
+        for r in crawled["fetches"]
+        if r["host"] == host and r["gen"] == gen
+    )
+
+
+def test_every_host_keeps_its_delay_across_slices_and_generations(crawled):
+    for host in HOSTS:
+        hits = requests_to(crawled, host)
+        gaps = [b.start - a.start for a, b in zip(hits, hits[1:], strict=False)]
+        assert all(g >= DELAY - SLACK for g in gaps), (host, gaps)
+
+
+def test_a_retry_after_of_an_hour_gets_no_further_request(crawled):
+    paths = [h.path_qs for h in requests_to(crawled, "busy.net")]
+    assert paths[0] == "/robots.txt" and len(paths) == 2  # and one page, once
+    deferred = [("deferred", "retry_after")]
+    assert outcomes(crawled, "busy.net", 0) == sorted([("http_error", None)] + deferred * 3)
+    # the one 429 is retried in gen 1, and deferred again: the hour is not over
+    assert outcomes(crawled, "busy.net", 1) == deferred * PAGES
+    row = crawled["hosts"]["busy.net"]
+    assert row["not_before_reason"] == "retry_after"
+    assert row["not_before"].timestamp() >= crawled["started"] + 3600 - 60
+    assert (row["urls_attempted"], row["pages"], row["first_gen"], row["last_gen"]) == (1, 0, 0, 1)
+
+
+def test_a_server_failing_everything_is_asked_at_the_backoff_schedule_only(crawled):
+    hits = [h for h in requests_to(crawled, "failing.net") if h.path_qs != "/robots.txt"]
+    # each 503 doubles the next gap, across slice and generation boundaries alike
+    gaps = [b.start - a.start for a, b in zip(hits, hits[1:], strict=False)]
+    assert gaps and all(g >= min(DELAY * 2 ** (i + 1), 30.0) - SLACK for i, g in enumerate(gaps)), (
+        gaps
+    )
+    # once its next request lies past the slice's planned end, its URLs wait for a later one
+    assert ("deferred", "backoff") in outcomes(crawled, "failing.net", 1)
+    row = crawled["hosts"]["failing.net"]
+    assert row["http_failures"] == len(hits) and row["delay_source"] == "backoff"
+    assert row["delay"] == pytest.approx(min(DELAY * 2 ** len(hits), 30.0))
+
+
+def test_a_crawl_delay_of_a_minute_is_never_shortened(crawled):
+    assert [h.path_qs for h in requests_to(crawled, "slowrobots.net")] == ["/robots.txt"]
+    kinds = {e for gen in (0, 1) for _, e in outcomes(crawled, "slowrobots.net", gen)}
+    assert kinds == {"crawl_delay_too_long"}
+    row = crawled["hosts"]["slowrobots.net"]
+    assert (row["crawl_delay"], row["robots_state"], row["urls_attempted"]) == (60.0, "ok", 0)
+
+
+def test_a_healthy_host_adds_up(crawled):
+    row = crawled["hosts"]["ok.net"]
+    assert (row["urls_attempted"], row["pages"], row["http_failures"]) == (PAGES, PAGES, 0)
+    assert row["bytes"] > 0 and row["addresses"] == ["127.0.0.1"]
+    assert row["delay_source"] == "default" and row["not_before"] is None
