@@ -217,7 +217,8 @@ def run_crawl(
     generations_wanted: int | None = None,
 ) -> list[int]:
     """Init if needed, seed, then run generations until nothing is left to fetch within
-    crawl.max_depth (URLs queued, or failed and waiting for a retry, included), or until
+    crawl.max_depth (URLs queued, or failed and waiting for a retry, included; but not those of
+    hosts the hosts table holds back: `plan.has_work`), or until
     ``generations_wanted`` are done when it is given.
 
     Returns the generations run now; empty when the crawl had already done them (or has
@@ -246,7 +247,9 @@ def run_crawl(
         if not partly_done and not plan.has_work(spark, root, cfg, gen):
             log.info(
                 "gen %d: nothing left to fetch (its frontier holds only known URLs, or URLs "
-                "past crawl.max_depth or filtered); the crawl is complete",
+                "past crawl.max_depth or filtered; URLs of hosts held back by a Retry-After, a "
+                "cool-down or a Crawl-delay above the maximum wait for a later run: see the "
+                "hosts table); the crawl is complete",
                 gen,
             )
             break

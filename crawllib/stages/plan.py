@@ -3,7 +3,9 @@
 Candidates are the new URLs of frontier gen N (deduped, not in crawldb) and the crawldb URLs due
 in N (status queued or failed, next_gen <= N). New URLs are inserted into crawldb (queued, or
 filtered with reason depth/extension/length/budget); known URLs past a budget become filtered
-(budget); URLs past the per-host cap of the generation stay as they are with next_gen = N + 1.
+(budget); URLs past the per-host cap of the generation, and those of slots the hosts table
+holds back (a Retry-After or a down host's cool-down not over, a Crawl-delay above the maximum:
+``transforms.plan.held_slots``), stay as they are with next_gen = N + 1, without an attempt.
 The chosen URLs are the fetchlist of gen N. Chosen known URLs are not changed: fetch and update
 will.
 
@@ -37,9 +39,11 @@ from crawllib.transforms.plan import (
     busiest_slot,
     count_decisions,
     crawldb_changes,
+    held_slots,
     is_changed,
     plan_decisions,
     slice_count,
+    slot_column,
     to_fetchlist,
     with_filter_reason,
 )
@@ -55,7 +59,8 @@ _MERGE_UPDATE = {c: f"s.{c}" for c in ("status", "reason", "next_gen", "updated_
 @dataclasses.dataclass(frozen=True)
 class PlanResult(StageResult):
     """candidates: URLs considered; planned: in the fetchlist; filtered_*: filtered now, by
-    reason; deferred_cap: over the per-host cap, left for gen + 1; hosts: hosts planned;
+    reason; deferred_cap: over the per-host cap, left for gen + 1; deferred_held: of slots the
+    hosts table holds back, left for gen + 1 without an attempt; hosts: hosts planned;
     slices: the fetchlist's slices (0 .. slices - 1, none empty)."""
 
     THROUGHPUT: ClassVar[str] = "candidates"
@@ -67,6 +72,7 @@ class PlanResult(StageResult):
     filtered_length: int
     filtered_budget: int
     deferred_cap: int
+    deferred_held: int
     hosts: int
     slices: int
 
@@ -80,7 +86,8 @@ def run(run: StageRun) -> PlanResult:
     # action: the counts run before any write, and should the fetchlist write (another
     # thread) start after the crawldb commit, its recomputation from the new version chooses
     # the same URLs (Idempotency, above).
-    decided = plan_decisions(frontier, crawldb, cfg, gen).persist()
+    held = held_slots(run.read("hosts"), cfg)
+    decided = plan_decisions(frontier, crawldb, cfg, gen, held).persist()
     try:
         # One action for the three one-row aggregates.
         row = tables.one_row(
@@ -139,15 +146,28 @@ def run(run: StageRun) -> PlanResult:
 def has_work(spark: SparkSession, root: str, cfg: Config, gen: int) -> bool:
     """Whether planning ``gen`` would choose anything: a URL queued or failed in crawldb (due
     now or later), or a URL new in gen's frontier that plan's URL rules (depth, extension,
-    length) would not filter.
+    length) would not filter; in both cases on a slot the hosts table does not hold back
+    (`held_slots`: they wait for a later run, without attempts).
 
     A frontier holding only URLs past crawl.max_depth is the usual end of a crawl: planning it
     would only mark them filtered, at the cost of a whole generation of fixed costs. They stay
     in the frontier, so a later run with a larger max_depth plans them.
     """
     crawldb = tables.read(spark, root, "crawldb")
-    if not crawldb.filter(F.col("status").isin(*PENDING_STATUSES)).isEmpty():
+    held = (
+        held_slots(tables.read(spark, root, "hosts"), cfg).withColumnRenamed("slot", "_slot")
+        if tables.exists(spark, root, "hosts")
+        else None
+    )
+
+    def free(df):  # rows whose slot is not held
+        if held is None:
+            return df
+        return df.join(held, slot_column(cfg) == F.col("_slot"), "left_anti")
+
+    if not free(crawldb.filter(F.col("status").isin(*PENDING_STATUSES))).isEmpty():
         return True
     frontier = tables.read(spark, root, "frontier").filter(F.col("gen") == gen)
     plannable = with_filter_reason(frontier, cfg).where(F.col("filter_reason").isNull())
-    return not plannable.join(crawldb.select("url_key"), on="url_key", how="left_anti").isEmpty()
+    new = plannable.join(crawldb.select("url_key"), on="url_key", how="left_anti")
+    return not free(new).isEmpty()

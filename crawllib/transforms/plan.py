@@ -4,8 +4,9 @@ and writes.
 
 A *candidate* has the crawldb columns (new URLs are shaped as the crawldb rows they would
 become) plus ``is_new`` (not yet in crawldb). The decision steps add ``filter_reason`` (depth,
-extension, length, budget or null) and ``deferred`` (over this generation's per-host cap). The
-name is ``filter_reason`` rather than ``reason`` because crawldb already has a ``reason``.
+extension, length, budget or null), ``deferred`` (over this generation's per-host cap, or held)
+and ``held`` (its slot is held back by the hosts table: :func:`held_slots`). The name is
+``filter_reason`` rather than ``reason`` because crawldb already has a ``reason``.
 
 Every ranking orders by (depth, url_key): a total order, so a rerun decides the same way.
 """
@@ -21,7 +22,7 @@ from crawllib.vocab import PENDING_STATUSES, FilterReason, Status, words
 
 _CRAWLDB_COLUMNS = [f.name for f in CRAWLDB.fields]
 CANDIDATE_COLUMNS = [*_CRAWLDB_COLUMNS, "is_new"]
-DECIDED_COLUMNS = [*CANDIDATE_COLUMNS, "filter_reason", "deferred"]
+DECIDED_COLUMNS = [*CANDIDATE_COLUMNS, "filter_reason", "deferred", "held"]
 
 
 def dedup_frontier(frontier: DataFrame) -> DataFrame:
@@ -176,6 +177,36 @@ def cap_per_host(df: DataFrame, max_per_host: int) -> DataFrame:
     return df.withColumn("deferred", eligible & (rank > max_per_host))
 
 
+def held_slots(hosts: DataFrame, cfg: Config) -> DataFrame:
+    """The slots whose URLs wait, without an attempt, for a later generation: a Retry-After or
+    a down host's cool-down that ends more than fetch.slice_grace_seconds from now
+    (hosts.not_before), or a Crawl-delay above politeness.max_crawl_delay not honoured
+    (crawllib.fetch.slots). In: hosts rows. Out: slot."""
+    grace = cfg.fetch.slice_grace_seconds
+    held = F.col("not_before") > F.expr(
+        f"current_timestamp() + make_interval(0, 0, 0, 0, 0, 0, {grace})"
+    )
+    if not cfg.politeness.honor_long_crawl_delay:
+        held = held | (F.col("crawl_delay") > F.lit(cfg.politeness.max_crawl_delay))
+    return hosts.where(held).select("slot").distinct()
+
+
+def hold(df: DataFrame, held: DataFrame | None, cfg: Config) -> DataFrame:
+    """Add ``held``: the row's slot is in ``held`` (:func:`held_slots`); a held row without a
+    filter_reason is ``deferred`` too. In: host, domain, filter_reason, deferred. Out: + held."""
+    if held is None:
+        return df.withColumn("held", F.lit(False))
+    marks = held.select(F.col("slot").alias("_held_slot"), F.lit(True).alias("held"))
+    joined = df.join(marks, slot_column(cfg) == F.col("_held_slot"), "left").drop("_held_slot")
+    is_held = F.coalesce(F.col("held"), F.lit(False))
+    return joined.withColumns(
+        {
+            "held": is_held,
+            "deferred": F.col("deferred") | (is_held & F.col("filter_reason").isNull()),
+        }
+    )
+
+
 def slot_column(cfg: Config) -> Column:
     """The politeness key of a row: its host or its registered domain (politeness.key)."""
     return F.col("domain") if cfg.politeness.key == "domain" else F.col("host")
@@ -198,10 +229,16 @@ def with_slot_and_slice(df: DataFrame, cfg: Config, slices: int) -> DataFrame:
     )
 
 
-def plan_decisions(frontier: DataFrame, crawldb: DataFrame, cfg: Config, gen: int) -> DataFrame:
+def plan_decisions(
+    frontier: DataFrame,
+    crawldb: DataFrame,
+    cfg: Config,
+    gen: int,
+    held: DataFrame | None = None,
+) -> DataFrame:
     """Candidates of ``gen`` with every decision: new frontier URLs (deduped, not in crawldb)
-    and due crawldb URLs, filtered, budgeted and capped.
-    In: frontier rows of gen, crawldb. Out: DECIDED_COLUMNS.
+    and due crawldb URLs, filtered, budgeted, capped and held (``held``: slots,
+    :func:`held_slots`). In: frontier rows of gen, crawldb. Out: DECIDED_COLUMNS.
     """
     new = frontier_as_crawldb_rows(new_candidates(dedup_frontier(frontier), crawldb), gen).select(
         CANDIDATE_COLUMNS
@@ -212,6 +249,7 @@ def plan_decisions(frontier: DataFrame, crawldb: DataFrame, cfg: Config, gen: in
         .transform(lambda df: with_filter_reason(df, cfg))
         .transform(lambda df: apply_budgets(df, crawldb, cfg))
         .transform(lambda df: cap_per_host(df, cfg.generate.max_per_host))
+        .transform(lambda df: hold(df, held, cfg))
         .select(DECIDED_COLUMNS)
     )
 
@@ -283,7 +321,8 @@ def is_changed() -> Column:
 
 
 def count_decisions(decided: DataFrame) -> DataFrame:
-    """One row of counts: candidates, planned, filtered_<reason>, deferred_cap, hosts.
+    """One row of counts: candidates, planned, filtered_<reason>, deferred_cap, deferred_held,
+    hosts.
 
     In: DECIDED_COLUMNS. Out: one row, one long column per count.
     """
@@ -295,6 +334,7 @@ def count_decisions(decided: DataFrame) -> DataFrame:
             F.count_if(F.col("filter_reason") == r).alias(f"filtered_{r}")
             for r in words(FilterReason)
         ],
-        F.count_if(F.col("deferred")).alias("deferred_cap"),
+        F.count_if(F.col("deferred") & ~F.col("held")).alias("deferred_cap"),
+        F.count_if(F.col("deferred") & F.col("held")).alias("deferred_held"),
         F.count_distinct(F.when(planned, F.col("host"))).alias("hosts"),
     )

@@ -320,6 +320,7 @@ def test_plan_stage_writes_fetchlist_and_crawldb_and_reruns_identically(spark, p
         "filtered_length": 1,
         "filtered_budget": 1,
         "deferred_cap": 2,
+        "deferred_held": 0,
         "hosts": 3,
         "slices": counts.slices,
     }
@@ -388,6 +389,52 @@ def test_has_work_ignores_frontier_urls_plan_would_only_filter(
     assert plan_stage.has_work(spark, root, replace(cfg, crawl__max_depth=4), 1)
     add_frontier(spark, root, 1, [("http://a.test/next", 1, "http://a.test/")])
     assert plan_stage.has_work(spark, root, cfg, 1)
+
+
+def hosts_rows(spark, rows):
+    """hosts rows: (slot, not_before, not_before_reason, crawl_delay), the rest empty."""
+    from crawllib.schemas import HOSTS
+
+    full = [
+        {**{f.name: None for f in HOSTS.fields}, "slot": slot, "not_before": nb,
+         "not_before_reason": why, "crawl_delay": cd}
+        for slot, nb, why, cd in rows
+    ]  # fmt: skip
+    return spark.createDataFrame(full, HOSTS)
+
+
+def test_slots_the_hosts_table_holds_back_wait_without_an_attempt(
+    spark, spark_cfg, tmp_path, new_root
+):
+    root = new_root
+    hosts = ["free.net", "busy.net", "down.net", "slow.net", "over.net"]
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("".join(f"http://{h}/\n" for h in hosts))
+    cfg = replace(spark_cfg, politeness__max_crawl_delay=30.0)
+    seed(spark, root, str(seeds), cfg, 0)
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    rows = [
+        ("busy.net", now + dt.timedelta(hours=1), "retry_after", None),
+        ("down.net", now + dt.timedelta(minutes=10), "down", None),
+        ("slow.net", None, None, 60.0),  # Crawl-delay above the maximum
+        ("over.net", now - dt.timedelta(minutes=1), "retry_after", 2.0),  # over already
+    ]
+    tables.append(hosts_rows(spark, rows), root, "hosts")
+    counts = plan_stage.run(StageRun(spark, root, cfg, 0))
+    assert (counts.planned, counts.deferred_held, counts.deferred_cap) == (2, 3, 0)
+    fetchlist = {r["host"] for r in tables.read(spark, root, "fetchlist").collect()}
+    assert fetchlist == {"free.net", "over.net"}
+    crawldb = {r["host"]: r for r in tables.read(spark, root, "crawldb").collect()}
+    for host in ("busy.net", "down.net", "slow.net"):  # queued for the next generation
+        assert (crawldb[host]["status"], crawldb[host]["next_gen"]) == ("queued", 1)
+        assert crawldb[host]["attempts"] == 0
+    # Once the others are fetched, only held URLs are pending: the crawl has no work now
+    done = {"status": "'fetched'", "last_gen": "0", "next_gen": "NULL"}
+    fetched = tables.read(spark, root, "crawldb").where(F.col("host").isin("free.net", "over.net"))
+    tables.merge(spark, fetched, root, "crawldb", keys=["url_key"], update=done, insert=False)
+    assert not plan_stage.has_work(spark, root, cfg, 1)
+    honour = replace(cfg, politeness__honor_long_crawl_delay=True)  # slow.net is fetchable now
+    assert plan_stage.has_work(spark, root, honour, 1)
 
 
 def test_a_stage_appends_on_its_first_run_and_replaces_on_a_rerun(spark, planned_root):
