@@ -76,6 +76,7 @@ def table_versions(spark, root):
     }
 
 
+@pytest.mark.slow  # a two-slice fetch, its rerun and a crash repair
 def test_fetch_writes_tables_politely_and_reruns_fetch_nothing_twice(spark, web, crawl):
     root, cfg, by_slice = crawl
     hosts = web.hosts

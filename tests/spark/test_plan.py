@@ -403,6 +403,7 @@ def hosts_rows(spark, rows):
     return spark.createDataFrame(full, HOSTS)
 
 
+@pytest.mark.slow  # two plans and has_work; tests/e2e/test_hosts.py shows it in a crawl
 def test_slots_the_hosts_table_holds_back_wait_without_an_attempt(
     spark, spark_cfg, tmp_path, new_root
 ):
