@@ -177,18 +177,21 @@ class Slot:
             "down_until": to_epoch(self.down_until),
         }
 
+    def _by_delay(self) -> float | None:
+        """Clock time the delay (backoff and this gap's jitter included) allows next."""
+        if self.last_start is None:
+            return None
+        return self.last_start + self.delay * (1.0 + self._gap)
+
     def earliest_start(self) -> float:
         """Clock time before which the next request may not start."""
-        if self.last_start is None:
-            return self.not_before
-        return max(self.not_before, self.last_start + self.delay * (1.0 + self._gap))
+        by_delay = self._by_delay()
+        return self.not_before if by_delay is None else max(self.not_before, by_delay)
 
     def wait_cause(self) -> str | None:
         """What holds the next request back beyond the default delay: a WaitReason word
         (Retry-After, cool-down), DelaySource.BACKOFF or CRAWL_DELAY; None for the default."""
-        by_delay = (
-            None if self.last_start is None else self.last_start + self.delay * (1.0 + self._gap)
-        )
+        by_delay = self._by_delay()
         if self.not_before > self.clock.time() and (
             by_delay is None or self.not_before >= by_delay
         ):
