@@ -13,12 +13,13 @@ driver threads, and last appends fetches: one commit each, so a slice is in fetc
 not at all. A rerun skips committed slices; a crash loses at most the slice in flight, and its
 rerun reuses the robots.txt already written, starts its slots from the hosts rows the crashed
 run may have written (its requests happened: they count) and replaces (replaceWhere
-gen/slice) the pages, texts and links the crashed run left of that slice.
+gen/slice) the pages, texts and links the crashed run left of that slice. Appends, not a
+replaceWhere every time: a replaceWhere rebuilds the table's snapshot to find the files it
+replaces, so it costs several appends.
 
 Each slice's slots start from their hosts rows (last request, backoff, Retry-After, cool-down:
 ``crawllib.fetch.slots``), so a host's first request of a slice or generation is spaced from its
-last one of the previous by rule. Appends, not a replaceWhere every time: a replaceWhere rebuilds the table's snapshot to
-find the files it replaces, so it costs several appends.
+last one of the previous by rule.
 """
 
 from __future__ import annotations
