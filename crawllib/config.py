@@ -194,6 +194,12 @@ class RobotsConfig:
         512000, "only this many bytes of robots.txt are parsed (RFC 9309: >= 500 KiB)", at_least(1)
     )
     max_redirects: int = setting(5, "redirects followed when fetching robots.txt", at_least(0))
+    retry_seconds: float = setting(
+        60.0,
+        "a robots.txt that failed (5xx, timeout, unreachable) is asked again after this many "
+        "seconds, doubled per failure in a row up to a day; its host's URLs wait meanwhile",
+        at_least(0),
+    )
 
 
 @dataclasses.dataclass(frozen=True)

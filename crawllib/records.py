@@ -105,6 +105,7 @@ class HostState(TypedDict):
     last_request_at: float | None
     http_failures: int | None
     down_failures: int | None
+    robots_failures: int | None
     not_before: float | None
     not_before_reason: str | None
     down_until: float | None
@@ -124,6 +125,7 @@ class HostRecord(TypedDict):
     crawl_delay: float | None
     http_failures: int
     down_failures: int
+    robots_failures: int
     not_before: float | None
     not_before_reason: str | None
     down_until: float | None

@@ -184,7 +184,8 @@ ROBOTS = struct_of(
 # Politeness that outlives a slice: one row per politeness key (slot), MERGEd with each slice's
 # commit, read when a slice starts. delay: seconds between request starts as of the last slice
 # (backoff included); crawl_delay: as robots.txt asks (never shortened); http_failures: 5xx/429
-# answers in a row (the backoff level); down_failures: DNS/connect failures in a row; totals
+# answers in a row (the backoff level); down_failures: DNS/connect failures in a row;
+# robots_failures: robots.txt fetches in a row that failed (5xx, timeout, unreachable); totals
 # (urls_attempted, pages, bytes) over the crawl; gen/slice: the last slice that wrote the row,
 # slice_*: its share of the totals (a rerun of that slice replaces it).
 HOSTS = struct_of(
@@ -195,6 +196,7 @@ HOSTS = struct_of(
     ("crawl_delay", D),
     ("http_failures", I),
     ("down_failures", I),
+    ("robots_failures", I),
     ("not_before", T),
     ("not_before_reason", S),
     ("down_until", T),

@@ -106,6 +106,7 @@ class WaitReason:
 
     RETRY_AFTER: Final = "retry_after"  # the server's Retry-After
     DOWN: Final = "down"  # consecutive DNS/connect failures: a cool-down
+    ROBOTS: Final = "robots"  # robots.txt failed (5xx, timeout, unreachable): asked again then
 
 
 class RobotsOutcome:

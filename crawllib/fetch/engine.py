@@ -16,8 +16,7 @@ ok           2xx. body: the bytes (decoded from gzip/deflate) if the media type 
 redirect     3xx with Location, not followed; redirect_to = normalised absolute target, or
              None with "bad_location" (unparseable or not http(s))
 http_error   4xx, 5xx (429 and 503 carry retry_after), 3xx without Location ("no_location")
-robots_denied  no request: robots.txt disallows the URL; "robots_unavailable" when it is
-             because robots.txt answered 5xx or could not be fetched (temporary: retry later)
+robots_denied  no request: robots.txt disallows the URL
 blocked      no request: "scheme" (not http/https), "resolve_only" (IP literal outside
              network.resolve), or netsafety.BLOCKED_KINDS ("private_address",
              "loopback_address", "link_local_address", "metadata_address", ...)
@@ -28,7 +27,9 @@ error        "dns", "connect", "connect_timeout", "ssl", "timeout" (fetch.total_
              "invalid_url", "internal" (a bug; error_detail names the exception)
 deferred     not attempted, fetch again later: "deadline" (fetch.deadline_seconds passed),
              "max_urls_per_host", "host_unreachable" (3 dns/connect failures in a row, or
-             the slot's cool-down after them), "crawl_delay_too_long" (robots.txt Crawl-delay
+             the slot's cool-down after them), "robots_unavailable" (robots.txt answered 5xx
+             or timed out: asked again after robots.retry_seconds, doubled per failure in
+             a row), "crawl_delay_too_long" (robots.txt Crawl-delay
              above politeness.max_crawl_delay, not honoured), and "retry_after", "backoff",
              "crawl_delay": the slot's next allowed request lies past the slice's planned
              end (fetch.slice_grace_seconds after the time its busiest slot needs at the
@@ -301,6 +302,8 @@ class _Run:
             return self._row(row, Outcome.BLOCKED, error_kind=state.blocked_kind)
         if state.down_kind:
             return self._row(row, Outcome.ERROR, error_kind=state.down_kind)
+        if state.deny_kind:  # robots.txt failed: wait for it, no attempt spent
+            return self._row(row, Outcome.DEFERRED, error_kind=state.deny_kind)
         if not state.rules.allowed(url):
             return self._row(row, Outcome.ROBOTS_DENIED, error_kind=state.deny_kind)
         held = self._held(slot)
@@ -332,6 +335,8 @@ class _Run:
         start = slot.earliest_start()
         if cause == WaitReason.DOWN:
             return ErrorKind.HOST_UNREACHABLE
+        if cause == WaitReason.ROBOTS:
+            return ErrorKind.ROBOTS_UNAVAILABLE
         late = start > self.slice_end
         if cause == WaitReason.RETRY_AFTER:
             if late or start - self.clock.time() > self.cfg.fetch.retry_after_cap:
@@ -392,6 +397,14 @@ class _Run:
             return None
         state, record = result
         if record is not None:
+            # A host that is down spends its URLs' attempts (a dead domain's URLs must end
+            # dead) and cools down by its own rule; a failing robots.txt holds the slot.
+            failed = bool(state.deny_kind or state.down_kind)
+            retry = slot.record_robots(
+                failed, self.cfg.robots.retry_seconds, hold=state.deny_kind is not None
+            )
+            if retry is not None:  # asked again when the slot may ask, not an hour later
+                record["expires_at"] = min(record["expires_at"], record["fetched_at"] + retry)
             await self.emit(record)
         slot.set_crawl_delay(state.crawl_delay)
         return state

@@ -7,11 +7,14 @@ Outcome of the robots.txt request -> policy for the host's pages (and the robots
 - 4xx, 429 included: "unavailable" -> allow all (§2.3.1.3). 429 is a 4xx in the RFC's sense
   (Google treats it like 5xx instead); its Retry-After still slows the host down.
 - 5xx, timeout, dropped connection, bad response: "unreachable" -> disallow all; the pages
-  come back "robots_denied" with error_kind "robots_unavailable" (retryable, unlike a real
-  Disallow) and the record expires after min(ttl, 1 hour).
+  come back "deferred" with error_kind "robots_unavailable" (no attempt spent) and the engine
+  shortens the record's life to the slot's robots retry (``robots.retry_seconds``, doubled per
+  failure in a row, kept in the hosts table): robots.txt is asked again then, and the plan
+  holds the host's URLs back until it may be.
 - DNS or connect failure: the host is unreachable; its pages come back "error" with the same
-  error_kind (no request made), the record also expires after min(ttl, 1 hour). The same
-  failure on a redirect's target host is recorded as "redirect_<kind>": unreachable.
+  error_kind (no request made; attempts are spent, so the URLs of a domain that no longer
+  resolves end dead), the record expires as above. The same failure on a redirect's target
+  host is recorded as "redirect_<kind>": unreachable.
 - Literal host or resolved address refused by network safety: no record; pages "blocked".
 """
 
@@ -54,7 +57,7 @@ class RobotsState:
 
     rules: RobotsRules
     crawl_delay: float | None = None
-    deny_kind: str | None = None  # error_kind of robots_denied rows ("robots_unavailable")
+    deny_kind: str | None = None  # robots.txt failed: pages deferred ("robots_unavailable")
     down_kind: str | None = None  # pages are "error" rows with this error_kind
     blocked_kind: str | None = None  # pages are "blocked" rows with this error_kind
 

@@ -69,6 +69,7 @@ class Slot:
     failures: int = 0  # consecutive 5xx/429 answers: the backoff level
     down: int = 0  # consecutive DNS/connect failures
     down_until: float | None = None  # clock time a down slot's cool-down ends
+    robots_failures: int = 0  # consecutive failed robots.txt fetches
     requests: int = 0
     # this call's record for the hosts table: hosts seen, requests made, pages kept, their
     # body bytes, server addresses reached
@@ -147,6 +148,7 @@ class Slot:
         self.last_start = to_clock(state.get("last_request_at"))
         self.failures = min(int(state.get("http_failures") or 0), MAX_BACKOFF_LEVEL)
         self.down = int(state.get("down_failures") or 0)
+        self.robots_failures = int(state.get("robots_failures") or 0)
         not_before = to_clock(state.get("not_before"))
         if not_before is not None and not_before > now:
             self.not_before = not_before
@@ -172,6 +174,7 @@ class Slot:
             "crawl_delay": self.crawl_delay or None,
             "http_failures": self.failures,
             "down_failures": self.down,
+            "robots_failures": self.robots_failures,
             "not_before": to_epoch(self.not_before) if ahead else None,
             "not_before_reason": self.not_before_reason if ahead else None,
             "down_until": to_epoch(self.down_until),
@@ -239,6 +242,19 @@ class Slot:
             self.failures = min(self.failures + 1, MAX_BACKOFF_LEVEL)
         else:
             self.failures = 0
+
+    def record_robots(self, failed: bool, retry_base: float, hold: bool = True) -> float | None:
+        """A robots.txt fetch ended. Failed: it is asked again after ``retry_base`` seconds,
+        doubled per failure in a row (up to a day), returned; hold: no request on the slot
+        before then. An answer resets the count."""
+        if not failed:
+            self.robots_failures = 0
+            return None
+        self.robots_failures += 1
+        retry = min(retry_base * 2 ** min(self.robots_failures - 1, 30), MAX_DOWN_COOLDOWN)
+        if hold:
+            self.push_back(retry, WaitReason.ROBOTS)
+        return retry
 
     def record_down(self, down_after: int) -> bool:
         """A DNS/connect failure; True once it makes ``down_after`` in a row: then no request

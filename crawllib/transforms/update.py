@@ -6,8 +6,8 @@ Status of a fetched URL, from its fetch outcome:
 ok                                 ``fetched``, or ``duplicate`` if texts.duplicate_of is set
 redirect                           ``redirected`` (the target goes to the next frontier)
 http_error 4xx except 429, others  ``gone`` (reason ``http_<status>``)
-http_error 429 / 5xx, error,       ``failed``: attempts + 1, retried at gen
-robots_denied "robots_unavailable"   N + retry_backoff_base * 2**(attempts - 1); ``dead`` once
+http_error 429 / 5xx, error        ``failed``: attempts + 1, retried at gen
+                                   N + retry_backoff_base * 2**(attempts - 1); ``dead`` once
                                    attempts >= max_attempts
 error "decompressed_too_large"     ``dead`` at once: a decompression bomb is not retried
 robots_denied                      ``robots_denied``
@@ -16,7 +16,8 @@ deferred                           ``queued`` for gen N + 1; attempts and last_g
 =================================  ==========================================================
 
 A robots.txt that answered 5xx or could not be read denies the host for now, not for ever
-(RFC 9309 §2.3.1.4): those URLs are retried like failures instead of being marked denied.
+(RFC 9309 §2.3.1.4): the engine defers those URLs (robots.txt is asked again with backoff).
+Fetches written before it did ("robots_denied" with "robots_unavailable") count as failures.
 """
 
 from __future__ import annotations

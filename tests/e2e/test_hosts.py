@@ -1,6 +1,6 @@
 """Politeness that remembers, over two whole generations of two slices each, from the server's
 request log and the hosts table: a Retry-After of an hour, a server answering 503 to
-everything, a Crawl-delay of a minute. (A host that is down: test_fetch_politeness.py.)"""
+everything, a Crawl-delay of a minute, a robots.txt answering 503. (A host that is down: test_fetch_politeness.py.)"""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.e2e
 
 DELAY = 0.2
 PAGES = 4
-HOSTS = ("ok.net", "busy.net", "failing.net", "slowrobots.net")
+HOSTS = ("ok.net", "busy.net", "failing.net", "slowrobots.net", "norobots.net")
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +31,7 @@ def crawled(spark, spark_cfg, template_root, tmp_path_factory):
             server.text("busy.net", f"/{p}", "later", status=429, headers={"Retry-After": "3600"})
             server.text("failing.net", f"/{p}", "oops", status=503)
         server.text("slowrobots.net", "/robots.txt", "User-agent: *\nCrawl-delay: 60\n")
+        server.text("norobots.net", "/robots.txt", "down for maintenance", status=503)
         cfg = replace(
             spark_cfg,
             network__resolve=server.resolve(*HOSTS),
@@ -39,6 +40,7 @@ def crawled(spark, spark_cfg, template_root, tmp_path_factory):
             fetch__slice_grace_seconds=2.0,  # a host held back longer waits for a later slice
             crawl__max_depth=0,
             fetch__max_attempts=5,
+            robots__retry_seconds=600.0,
         )
         seeds = tmp / "seeds.txt"
         seeds.write_text("\n".join(f"http://{h}/{p}" for h in HOSTS for p in range(PAGES)) + "\n")
@@ -114,6 +116,17 @@ def test_a_crawl_delay_of_a_minute_is_never_shortened(crawled):
     assert outcomes(crawled, "slowrobots.net", 1) == []  # held back by plan from then on
     row = crawled["hosts"]["slowrobots.net"]
     assert (row["crawl_delay"], row["robots_state"], row["urls_attempted"]) == (60.0, "ok", 0)
+
+
+def test_a_failing_robots_txt_holds_its_urls_without_attempts(crawled):
+    assert [h.path_qs for h in requests_to(crawled, "norobots.net")] == ["/robots.txt"]
+    assert set(outcomes(crawled, "norobots.net", 0)) == {("deferred", "robots_unavailable")}
+    assert outcomes(crawled, "norobots.net", 1) == []  # held by plan until the retry is due
+    rows = [r for u, r in crawled["crawldb"].items() if "norobots.net" in u]
+    assert {(r["status"], r["attempts"]) for r in rows} == {("queued", 0)}
+    row = crawled["hosts"]["norobots.net"]
+    assert (row["robots_state"], row["robots_failures"]) == ("unavailable", 1)
+    assert row["not_before_reason"] == "robots"
 
 
 def test_a_healthy_host_adds_up(crawled):

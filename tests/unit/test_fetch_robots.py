@@ -7,7 +7,7 @@ import time
 
 import pytest
 from aiohttp import web
-from test_fetch_support import SLACK, LocalWeb, config, crawl, gaps, starts
+from test_fetch_support import SLACK, LocalWeb, config, crawl, crawl_with_hosts, gaps, starts
 
 from crawllib.fetch.robots_fetch import classify
 
@@ -63,16 +63,38 @@ def test_robots_4xx_allows_all(status):
 
 
 @pytest.mark.parametrize("status", [500, 502, 503])
-def test_robots_5xx_disallows_all_for_an_hour(status):
+def test_robots_5xx_defers_all_and_is_asked_again_with_backoff(status):
     with LocalWeb() as server:
         server.text("a.test", "/robots.txt", "", status=status)
-        fetches, robots = crawl(
-            ["http://a.test/", "http://a.test/x"], config(server.resolve("a.test"))
-        )
+        cfg = config(server.resolve("a.test"), robots__retry_seconds=40.0)
+        urls = ["http://a.test/", "http://a.test/x"]
+        fetches, robots, states = crawl_with_hosts(urls, cfg)
         assert [h.path_qs for h in server.hits_of("a.test")] == ["/robots.txt"]
-    for r in fetches.values():
-        assert (r["outcome"], r["error_kind"]) == ("robots_denied", "robots_unavailable")
-    assert robots[0]["expires_at"] - robots[0]["fetched_at"] == pytest.approx(3600)
+        for r in fetches.values():  # waiting for robots.txt spends no attempt
+            assert (r["outcome"], r["error_kind"]) == ("deferred", "robots_unavailable")
+        assert robots[0]["expires_at"] - robots[0]["fetched_at"] == pytest.approx(40)
+        state = states["a.test"]
+        assert (state["robots_failures"], state["not_before_reason"]) == (1, "robots")
+        assert state["not_before"] - robots[0]["fetched_at"] == pytest.approx(40, abs=0.5)
+
+        # once the retry is due (the hosts row says when), robots.txt is asked again and a
+        # second failure in a row doubles the wait
+        later = time.time() + 41
+        fetches, robots2, states = crawl_with_hosts(
+            urls, cfg, robots_rows=robots, now=lambda: later, host_rows=[state]
+        )
+        assert [h.path_qs for h in server.hits_of("a.test")] == ["/robots.txt"] * 2
+        assert robots2[0]["expires_at"] - robots2[0]["fetched_at"] == pytest.approx(80)
+        assert states["a.test"]["robots_failures"] == 2
+
+        # an answer resets the count; the URLs are fetched
+        server.text("a.test", "/robots.txt", "User-agent: *\nAllow: /\n")
+        later = time.time() + 200
+        fetches, _, states = crawl_with_hosts(
+            urls, cfg, robots_rows=robots + robots2, now=lambda: later, host_rows=[states["a.test"]]
+        )
+        assert {r["outcome"] for r in fetches.values()} == {"ok"}
+        assert states["a.test"]["robots_failures"] == 0
 
 
 def test_robots_timeout_disallows_all():
@@ -86,6 +108,7 @@ def test_robots_timeout_disallows_all():
         cfg = config(server.resolve("a.test"), fetch__total_timeout=0.3)
         fetches, robots = crawl(["http://a.test/"], cfg)
     assert (robots[0]["http_status"], robots[0]["error_kind"]) == (None, "timeout")
+    assert fetches["http://a.test/"]["outcome"] == "deferred"
     assert fetches["http://a.test/"]["error_kind"] == "robots_unavailable"
 
 
@@ -97,7 +120,7 @@ def test_robots_of_an_unknown_host_is_a_dns_error_for_its_pages():
     assert {(r["outcome"], r["error_kind"]) for r in fetches.values()} == {("error", "dns")}
     assert (robots[0]["error_kind"], robots[0]["expires_at"] - robots[0]["fetched_at"]) == (
         "dns",
-        pytest.approx(3600),
+        pytest.approx(60),  # robots.retry_seconds
     )
 
 
@@ -212,7 +235,7 @@ def test_robots_redirect_to_an_unreachable_host_disallows_all():
         fetches, robots = crawl(["http://a.test/x"], config(server.resolve("a.test")))
     assert (robots[0]["http_status"], robots[0]["error_kind"]) == (None, "redirect_dns")
     r = fetches["http://a.test/x"]
-    assert (r["outcome"], r["error_kind"]) == ("robots_denied", "robots_unavailable")
+    assert (r["outcome"], r["error_kind"]) == ("deferred", "robots_unavailable")
 
 
 def test_robots_body_is_cut_to_max_bytes_on_a_character():

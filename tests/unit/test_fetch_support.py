@@ -26,19 +26,23 @@ class Hit:
     path_qs: str
     start: float  # time.monotonic() when the handler began
     end: float | None = None
+    address: str = "127.0.0.1"  # the server address the request reached
 
 
 class LocalWeb:
     """aiohttp server on 127.0.0.1:<free port>, routing on (Host, path) to registered handlers.
+    ``addresses``: more loopback addresses to serve on, same port (all of 127.0.0.0/8 is local
+    on Linux), so tests can give hosts distinct or shared server addresses (:meth:`resolve`).
 
     Unregistered paths answer 200 HTML (robots.txt: 404). ``hits`` logs every request.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, addresses: Iterable[str] = ("127.0.0.1",)) -> None:
         self.routes: dict[tuple[str, str], Handler] = {}
         self.hits: list[Hit] = []
         self.loop = asyncio.new_event_loop()
         self.port = 0
+        self.addresses = list(addresses)
 
     def route(self, host: str, path: str, handler: Handler) -> None:
         self.routes[(host, path)] = handler
@@ -51,7 +55,8 @@ class LocalWeb:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         host = request.host.rsplit(":", 1)[0] if request.host.count(":") == 1 else request.host
-        hit = Hit(host, request.path_qs, time.monotonic())
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        hit = Hit(host, request.path_qs, time.monotonic(), address=(sockname or ("?",))[0])
         self.hits.append(hit)
         try:
             handler = self.routes.get((host, request.path))
@@ -71,9 +76,10 @@ class LocalWeb:
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         runner = web.AppRunner(app, access_log=None)
         self.loop.run_until_complete(runner.setup())
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        self.loop.run_until_complete(site.start())
-        self.port = site._server.sockets[0].getsockname()[1]
+        for address in self.addresses:
+            site = web.TCPSite(runner, address, self.port)
+            self.loop.run_until_complete(site.start())
+            self.port = site._server.sockets[0].getsockname()[1]
         self._runner = runner
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
@@ -85,8 +91,8 @@ class LocalWeb:
         self._thread.join(10)
         self.loop.close()
 
-    def resolve(self, *hosts: str) -> dict[str, str]:
-        return {h: f"127.0.0.1:{self.port}" for h in hosts}
+    def resolve(self, *hosts: str, address: str = "127.0.0.1") -> dict[str, str]:
+        return {h: f"{address}:{self.port}" for h in hosts}
 
     def hits_of(self, host: str) -> list[Hit]:
         return sorted((h for h in self.hits if h.host == host), key=lambda h: h.start)

@@ -67,13 +67,13 @@ def test_robots_allow_overrides_disallow(crawled):
     assert fetches["http://robotsallow.com/private/open/info.html"]["outcome"] == "ok"
 
 
-def test_robots_5xx_disallows_all_without_requests(crawled):
+def test_robots_5xx_defers_all_without_requests(crawled):
     fetches, robots, log, _ = crawled
     for url in ("http://robots5xx.net/", "http://robots5xx.net/a.html"):
-        assert outcome(fetches, url) == ("robots_denied", None, "robots_unavailable")
+        assert outcome(fetches, url) == ("deferred", None, "robots_unavailable")
     record = robots["robots5xx.net"]
     assert record["http_status"] == 503
-    assert record["expires_at"] - record["fetched_at"] == pytest.approx(3600)
+    assert record["expires_at"] - record["fetched_at"] == pytest.approx(60)  # retry_seconds
     assert paths_requested(log, "robots5xx.net") == ["/robots.txt"]
 
 
