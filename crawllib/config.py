@@ -159,8 +159,10 @@ class GenerateConfig:
 
 @dataclasses.dataclass(frozen=True)
 class PolitenessConfig:
-    key: Literal["host", "domain"] = setting(
-        "host", "what one politeness slot (and one Spark task) holds"
+    key: Literal["host", "domain", "ip"] = setting(
+        "host",
+        "what one politeness slot (and one Spark task) holds: a host, a registered domain, or "
+        "a server address (ip: plan resolves the hosts; all hosts on one address share a slot)",
     )
     default_delay: float = setting(1.0, "seconds between request starts to one host", at_least(0))
     max_crawl_delay: float = setting(
@@ -182,6 +184,17 @@ class PolitenessConfig:
     )
     jitter: float = setting(0.1, "extra random delay, as a fraction of the delay", at_least(0))
     max_hosts_in_flight: int = setting(256, "hosts fetched at once in one task", at_least(1))
+    max_hosts_per_address: int = setting(
+        8,
+        "requests one fetch task has in flight to one server address at once, whatever the "
+        "slots (shared hosting); 0: no cap",
+        at_least(0),
+    )
+    address_ttl_seconds: float = setting(
+        3600.0,
+        "with key = ip, a host's address resolved by plan is reused this long (the dns table)",
+        at_least(0),
+    )
 
 
 @dataclasses.dataclass(frozen=True)

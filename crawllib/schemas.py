@@ -77,7 +77,7 @@ CRAWLDB = struct_of(
 )
 
 # What plan chose for a generation: the fetch stage's input. slot: the politeness key value
-# (host or registered domain); slice: commit group (each slot's URLs dealt round-robin over the slices).
+# (host, registered domain or server address); slice: commit group (each slot's URLs dealt round-robin over the slices).
 FETCHLIST = struct_of(
     ("gen", I),
     ("slice", I),
@@ -228,6 +228,19 @@ GENERATIONS = struct_of(
     ("versions", MapType(S, L)),
 )
 
+# Host names resolved by plan for politeness.key = ip: address (the slot: the first address
+# of the answer) and addresses; error_kind when the name gave no usable address (dns, or a
+# network-safety kind; the slot is then the host, and fetch records the failure per URL);
+# expires_at = resolved_at + politeness.address_ttl_seconds.
+DNS = struct_of(
+    ("host", S),
+    ("address", S),
+    ("addresses", ArrayType(S)),
+    ("error_kind", S),
+    ("resolved_at", T),
+    ("expires_at", T),
+)
+
 TABLES: dict[str, tuple[StructType, list[str]]] = {
     "frontier": (FRONTIER, ["gen"]),
     "crawldb": (CRAWLDB, []),
@@ -238,5 +251,6 @@ TABLES: dict[str, tuple[StructType, list[str]]] = {
     "links": (LINKS, ["gen"]),
     "robots": (ROBOTS, []),
     "hosts": (HOSTS, []),
+    "dns": (DNS, []),
     "generations": (GENERATIONS, []),
 }

@@ -67,7 +67,7 @@ def init_tables(spark: SparkSession, root: str) -> list[str]:
 
 # Tables a crawl root made by an older crawllib may lack: the first command that writes
 # creates them (`require`), readers skip them until then (`register_views`).
-LATER_TABLES = frozenset({"hosts"})
+LATER_TABLES = frozenset({"hosts", "dns"})
 
 
 def exists(spark: SparkSession, root: str, name: str) -> bool:

@@ -46,11 +46,13 @@ Fetch records carry one key beyond the table's columns: error_detail (exception 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
+import socket
 import time
 from collections import Counter, deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -136,6 +138,7 @@ class _Run:
             keep_types=frozenset(t.lower() for t in cfg.fetch.content_types),
         )
         self.resolver = Resolver(cfg.network, timeout=cfg.fetch.connect_timeout)
+        self.address_gates: dict[str, asyncio.Semaphore] = {}  # server address -> its room
         self.session: aiohttp.ClientSession | None = None
         # Extraction runs in one thread beside the loop, while the slots wait on politeness;
         # a bounded number of fetched pages wait for it (their bodies are in memory).
@@ -219,6 +222,8 @@ class _Run:
                     slot.restore(state or {"slot": key}, wall_now, self.retried)
             slot.hosts.add(host)
             slot.rows.append(row)
+            if self.follower is not None and self.follower.host_slots is not None:
+                self.follower.host_slots[host] = key
         return slots
 
     def _slice_end(self, slots: Iterable[Slot]) -> float:
@@ -311,8 +316,9 @@ class _Run:
             return self._row(row, Outcome.DEFERRED, error_kind=held)
         if not await slot.wait_turn(self.deadline):
             return self._row(row, Outcome.DEFERRED, error_kind=ErrorKind.DEADLINE)
-        fetched_at = self.now()
-        got = await fetch_url(self.session, url, self.limits, slot.sent)  # type: ignore[arg-type]
+        async with self._address_gate(host):
+            fetched_at = self.now()
+            got = await fetch_url(self.session, url, self.limits, slot.sent)  # type: ignore[arg-type]
         self._after(slot, got)
         slot.attempted += 1
         if got.ip:
@@ -345,6 +351,27 @@ class _Run:
         if late:
             return ErrorKind.BACKOFF if cause == DelaySource.BACKOFF else ErrorKind.CRAWL_DELAY
         return None
+
+    @contextlib.asynccontextmanager
+    async def _address_gate(self, host: str) -> AsyncIterator[None]:
+        """Hold one of the politeness.max_hosts_per_address requests in flight to the server
+        address of ``host`` (resolved as the connector will: cached, overrides first) while
+        the request runs. A name that does not resolve passes: the request records why."""
+        cap = self.cfg.politeness.max_hosts_per_address
+        address = None
+        if cap:
+            try:
+                address = (await self.resolver.resolve(host, family=socket.AF_UNSPEC))[0]["host"]
+            except OSError:
+                pass
+        if address is None:
+            yield
+            return
+        gate = self.address_gates.get(address)
+        if gate is None:
+            gate = self.address_gates[address] = asyncio.Semaphore(cap)
+        async with gate:
+            yield
 
     def _precheck(self, url: str) -> Fetched | None:
         """Refuse before any request: bad URL, scheme, unsafe literal host, resolve_only."""
@@ -392,6 +419,7 @@ class _Run:
             lambda got: self._after(slot, got),
             slot.sent,
             self.now,
+            gate=lambda: self._address_gate(host),
         )
         if result is None:
             return None

@@ -45,6 +45,9 @@ class Follower:
 
     def __init__(self, cfg: Config, inputs: Iterable[Mapping[str, Any]]) -> None:
         self.by_domain = cfg.politeness.key == "domain"
+        # politeness.key = ip: the slot of each host of the call (the engine fills it from its
+        # rows); a link to any other host is not followed here
+        self.host_slots: dict[str, str] | None = {} if cfg.politeness.key == "ip" else None
         self.max_depth = cfg.crawl.max_depth
         self.max_length = cfg.crawl.max_url_length
         self.skip = frozenset(e.lower() for e in cfg.crawl.skip_extensions)
@@ -56,7 +59,9 @@ class Follower:
                 self.room[row["slot"]] = int(row["room"])
                 self.known[row["slot"]] = Known(row["known"] or ())
 
-    def slot_of(self, host: str) -> str:
+    def slot_of(self, host: str) -> str | None:
+        if self.host_slots is not None:
+            return self.host_slots.get(host)
         return registered_domain(host) if self.by_domain else host
 
     def links(self, slot: str, page: FetchRecord) -> list[dict[str, Any]]:

@@ -20,9 +20,11 @@ Outcome of the robots.txt request -> policy for the host's pages (and the robots
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,12 +127,14 @@ async def fetch_robots(
     after_response: Callable[[Fetched], None],
     on_sent: Callable[[], None] | None,
     now: Callable[[], float],
+    gate: Callable[[], AbstractAsyncContextManager[None]] = contextlib.nullcontext,
 ) -> tuple[RobotsState, RobotsRecord | None] | None:
     """Fetch and classify `host`'s robots.txt. Returns (state, robots record or None), or None
     if the deadline came first.
 
     ``before_request(url)`` waits for the slot's turn; it returns None when the request may go,
-    a Fetched ("blocked", or "deferred" at the deadline) when it may not.
+    a Fetched ("blocked", or "deferred" at the deadline) when it may not. Each request runs
+    inside ``gate()`` (the engine's room per server address).
     """
     robots = cfg.robots
     limits = Limits(
@@ -153,7 +157,8 @@ async def fetch_robots(
             break
         if hop == 0:
             fetched_at = now()
-        got = await fetch_url(session, url, limits, on_sent)
+        async with gate():
+            got = await fetch_url(session, url, limits, on_sent)
         after_response(got)
         if got.outcome == Outcome.BLOCKED:
             if hop == 0:

@@ -1,4 +1,4 @@
-"""Politeness slots: one per politeness key (host or registered domain), Scrapy style.
+"""Politeness slots: one per politeness key (host, registered domain or server address), Scrapy style.
 
 A slot holds its queue of rows and the time of its last request start. Before each request
 the slot's worker waits until ``last_start + delay * (1 + u * jitter)`` (u drawn per gap in

@@ -21,31 +21,39 @@ rank among this subset is at most its rank among the first run's candidates and 
 counts behind the budgets are unchanged (plan never sets last_gen); so the rerun chooses
 exactly the same URLs, writes the same fetchlist and skips the MERGE: it has nothing to change.
 Its counts describe what it saw (candidates = planned), not the first run's.
+
+With politeness.key = ip the slots come from the dns table, which plan brings up to date
+(a MERGE of the answers to the names it lacked) before it decides anything: a rerun reads
+the answers of the first run.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from typing import ClassVar
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawllib import tables
 from crawllib.config import Config
+from crawllib.schemas import DNS
 from crawllib.stages.base import StageResult, StageRun
+from crawllib.transforms.fetch import resolved_hosts
 from crawllib.transforms.plan import (
     busiest_slot,
+    candidate_hosts,
     count_decisions,
     crawldb_changes,
     held_slots,
     is_changed,
     plan_decisions,
     slice_count,
-    slot_column,
     to_fetchlist,
     with_filter_reason,
+    with_slot,
 )
 from crawllib.vocab import PENDING_STATUSES, sql_list
 
@@ -87,12 +95,13 @@ def run(run: StageRun) -> PlanResult:
     # thread) start after the crawldb commit, its recomputation from the new version chooses
     # the same URLs (Idempotency, above).
     held = held_slots(run.read("hosts"), cfg)
-    decided = plan_decisions(frontier, crawldb, cfg, gen, held).persist()
+    addresses = _addresses(run, frontier, crawldb)
+    decided = plan_decisions(frontier, crawldb, cfg, gen, held, addresses).persist()
     try:
         # One action for the three one-row aggregates.
         row = tables.one_row(
             count_decisions(decided)
-            .crossJoin(busiest_slot(decided, cfg))
+            .crossJoin(busiest_slot(decided))
             .crossJoin(
                 decided.agg(
                     F.count_if(is_changed()).alias("_changes"),
@@ -106,7 +115,7 @@ def run(run: StageRun) -> PlanResult:
         known_changes = counts.pop("_known_changes")
         # Each slice costs a few commits: a small or short generation gets fewer, fuller slices.
         slices = slice_count(counts["planned"], busiest, cfg)
-        fetchlist = to_fetchlist(decided, cfg, gen, slices)
+        fetchlist = to_fetchlist(decided, gen, slices)
         # Slots are dealt round-robin over the slices: the busiest one fills min(slices, busiest).
         result = PlanResult(**counts, slices=min(slices, busiest))
         log.info("plan gen %d: %s", gen, result)
@@ -143,6 +152,25 @@ def run(run: StageRun) -> PlanResult:
     return result
 
 
+def _addresses(run: StageRun, frontier: DataFrame, crawldb: DataFrame) -> DataFrame | None:
+    """With politeness.key = ip: the dns table, after resolving (in tasks) the candidates'
+    hosts it has no answer for younger than politeness.address_ttl_seconds and MERGEing the
+    answers into it. Written before any decision, so a rerun reads the same answers and
+    chooses the same slots. None for the other keys."""
+    if run.cfg.politeness.key != "ip":
+        return None
+    fresh = run.read("dns").where(F.col("expires_at") > F.current_timestamp()).select("host")
+    missing = candidate_hosts(frontier, crawldb, run.gen).join(fresh, on="host", how="left_anti")
+    resolved = resolved_hosts(missing, run.cfg, time.time()).persist()  # asked once
+    try:
+        if not resolved.isEmpty():
+            update = {c: f"s.{c}" for c in DNS.fieldNames() if c != "host"}
+            tables.merge(run.spark, resolved, run.root, "dns", keys=["host"], update=update)
+    finally:
+        resolved.unpersist()
+    return run.read("dns")
+
+
 def has_work(spark: SparkSession, root: str, cfg: Config, gen: int) -> bool:
     """Whether planning ``gen`` would choose anything: a URL queued or failed in crawldb (due
     now or later), or a URL new in gen's frontier that plan's URL rules (depth, extension,
@@ -155,15 +183,21 @@ def has_work(spark: SparkSession, root: str, cfg: Config, gen: int) -> bool:
     """
     crawldb = tables.read(spark, root, "crawldb")
     held = (
-        held_slots(tables.read(spark, root, "hosts"), cfg).withColumnRenamed("slot", "_slot")
+        held_slots(tables.read(spark, root, "hosts"), cfg)
         if tables.exists(spark, root, "hosts")
+        else None
+    )
+    # politeness.key = ip: the slots of the names resolved so far (others: their host)
+    addresses = (
+        tables.read(spark, root, "dns")
+        if cfg.politeness.key == "ip" and tables.exists(spark, root, "dns")
         else None
     )
 
     def free(df):  # rows whose slot is not held
         if held is None:
             return df
-        return df.join(held, slot_column(cfg) == F.col("_slot"), "left_anti")
+        return with_slot(df, cfg, addresses).join(held, on="slot", how="left_anti")
 
     if not free(crawldb.filter(F.col("status").isin(*PENDING_STATUSES))).isEmpty():
         return True

@@ -8,6 +8,7 @@ yields as rows of :data:`RESULT_SCHEMA`. Everything else here is plain DataFrame
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -38,6 +39,7 @@ from crawllib.records import (
     value_type,
 )
 from crawllib.schemas import (
+    DNS,
     EXTRACTED,
     FETCHES,
     FETCHLIST,
@@ -227,7 +229,7 @@ def follow_inputs(
     known: the slot's url_keys in crawldb and in the generation's fetches, for slots with room
     only (a slot plan already filled gets none). Out: slot, room, known (array of url_key).
     """
-    fetched = fetches.select("url_key", "source_url", _slot_of_host(cfg).alias("slot"))
+    fetched = _with_slot(fetches.select("url_key", "source_url", "host"), cfg, fetchlist)
     planned = fetchlist.groupBy("slot").agg(F.count("*").alias("planned"))
     followed = (
         fetched.where(F.col("source_url").isNotNull())
@@ -248,8 +250,7 @@ def follow_inputs(
         )
         .where(F.col("room") > 0)
     )
-    slot = F.col("domain") if cfg.politeness.key == "domain" else F.col("host")
-    keys = crawldb.select("url_key", slot.alias("slot")).unionByName(
+    keys = _with_slot(crawldb.select("url_key", "host", "domain"), cfg, fetchlist).unionByName(
         fetched.select("url_key", "slot")
     )
     known = (
@@ -262,11 +263,18 @@ def follow_inputs(
     )
 
 
-def _slot_of_host(cfg: Config) -> Column:
-    """The politeness slot of a row from its host alone (fetches rows have no domain)."""
-    if cfg.politeness.key == "domain":
-        return registered_domain_udf(F.col("host"))
-    return F.col("host")
+def _with_slot(df: DataFrame, cfg: Config, fetchlist: DataFrame) -> DataFrame:
+    """Rows (url_key, host, ...) -> (url_key, ..., slot): the politeness slot from the host.
+    With politeness.key = ip, the slot the generation's fetchlist gives the host (rows of
+    hosts it does not hold are dropped: the engine follows links to its slot's hosts only)."""
+    key = cfg.politeness.key
+    if key == "ip":
+        slots = fetchlist.select("host", "slot").distinct()
+        return df.join(slots, on="host", how="inner").drop("host", "domain")
+    slot = F.col("host")
+    if key == "domain":  # crawldb has it; fetches rows do not
+        slot = F.col("domain") if "domain" in df.columns else registered_domain_udf(slot)
+    return df.withColumn("slot", slot).drop("host", "domain")
 
 
 def result_row(record: Mapping[str, Any]) -> tuple:
@@ -338,6 +346,39 @@ def fetch_results(inputs: DataFrame, cfg: Config, partitions: int) -> DataFrame:
     """
     rdd = inputs.repartition(max(1, partitions), "slot").rdd.mapPartitions(partition_fetcher(cfg))
     return inputs.sparkSession.createDataFrame(rdd, RESULT_SCHEMA, verifySchema=False)
+
+
+def resolved_hosts(hosts: DataFrame, cfg: Config, now: float) -> DataFrame:
+    """Resolve (lazily, in the tasks: ``crawllib.fetch.addresses``) the names of ``hosts``
+    (column host, distinct), as of epoch ``now``. Out: DNS rows. Persist before using twice:
+    every evaluation asks DNS again."""
+
+    def resolve_partition(rows: Iterable[Row]) -> Iterator[tuple]:
+        import asyncio
+
+        from crawllib.fetch.addresses import resolve_hosts  # aiodns on executors only
+
+        names = [row["host"] for row in rows]
+        if not names:
+            return
+        for r in asyncio.run(resolve_hosts(names, cfg, now)):
+            yield (
+                r["host"],
+                r["address"],
+                r["addresses"],
+                r["error_kind"],
+                _timestamp(r["resolved_at"]),
+                _timestamp(r["expires_at"]),
+            )
+
+    spark = hosts.sparkSession
+    parts = max(1, spark.sparkContext.defaultParallelism)
+    rdd = hosts.select("host").repartition(parts).rdd.mapPartitions(resolve_partition)
+    return spark.createDataFrame(rdd, DNS)
+
+
+def _timestamp(epoch: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(epoch, tz=dt.UTC)
 
 
 def _table_columns(

@@ -5,7 +5,8 @@ and writes.
 A *candidate* has the crawldb columns (new URLs are shaped as the crawldb rows they would
 become) plus ``is_new`` (not yet in crawldb). The decision steps add ``filter_reason`` (depth,
 extension, length, budget or null), ``deferred`` (over this generation's per-host cap, or held)
-and ``held`` (its slot is held back by the hosts table: :func:`held_slots`). The name is
+and ``held`` (its slot is held back by the hosts table: :func:`held_slots`); ``slot`` is the
+row's politeness key (:func:`with_slot`). The name is
 ``filter_reason`` rather than ``reason`` because crawldb already has a ``reason``.
 
 Every ranking orders by (depth, url_key): a total order, so a rerun decides the same way.
@@ -22,7 +23,7 @@ from crawllib.vocab import PENDING_STATUSES, FilterReason, Status, words
 
 _CRAWLDB_COLUMNS = [f.name for f in CRAWLDB.fields]
 CANDIDATE_COLUMNS = [*_CRAWLDB_COLUMNS, "is_new"]
-DECIDED_COLUMNS = [*CANDIDATE_COLUMNS, "filter_reason", "deferred", "held"]
+DECIDED_COLUMNS = [*CANDIDATE_COLUMNS, "slot", "filter_reason", "deferred", "held"]
 
 
 def dedup_frontier(frontier: DataFrame) -> DataFrame:
@@ -191,13 +192,13 @@ def held_slots(hosts: DataFrame, cfg: Config) -> DataFrame:
     return hosts.where(held).select("slot").distinct()
 
 
-def hold(df: DataFrame, held: DataFrame | None, cfg: Config) -> DataFrame:
+def hold(df: DataFrame, held: DataFrame | None) -> DataFrame:
     """Add ``held``: the row's slot is in ``held`` (:func:`held_slots`); a held row without a
-    filter_reason is ``deferred`` too. In: host, domain, filter_reason, deferred. Out: + held."""
+    filter_reason is ``deferred`` too. In: slot, filter_reason, deferred. Out: + held."""
     if held is None:
         return df.withColumn("held", F.lit(False))
     marks = held.select(F.col("slot").alias("_held_slot"), F.lit(True).alias("held"))
-    joined = df.join(marks, slot_column(cfg) == F.col("_held_slot"), "left").drop("_held_slot")
+    joined = df.join(marks, F.col("slot") == F.col("_held_slot"), "left").drop("_held_slot")
     is_held = F.coalesce(F.col("held"), F.lit(False))
     return joined.withColumns(
         {
@@ -207,26 +208,46 @@ def hold(df: DataFrame, held: DataFrame | None, cfg: Config) -> DataFrame:
     )
 
 
-def slot_column(cfg: Config) -> Column:
-    """The politeness key of a row: its host or its registered domain (politeness.key)."""
-    return F.col("domain") if cfg.politeness.key == "domain" else F.col("host")
+def with_slot(df: DataFrame, cfg: Config, addresses: DataFrame | None = None) -> DataFrame:
+    """Add ``slot``, the politeness key of a row (politeness.key): its host, its registered
+    domain, or with ``ip`` its host's address in ``addresses`` (dns rows: host, address), the
+    host itself when it has none (a failed lookup: fetch records the failure per URL).
+    In: host, domain. Out: + slot."""
+    key = cfg.politeness.key
+    if key == "domain":
+        return df.withColumn("slot", F.col("domain"))
+    if key != "ip" or addresses is None:
+        return df.withColumn("slot", F.col("host"))
+    known = addresses.where(F.col("address").isNotNull()).select(
+        F.col("host").alias("_dns_host"), F.col("address").alias("_address")
+    )
+    return (
+        df.join(known, F.col("host") == F.col("_dns_host"), "left")
+        .withColumn("slot", F.coalesce(F.col("_address"), F.col("host")))
+        .drop("_dns_host", "_address")
+    )
 
 
-def with_slot_and_slice(df: DataFrame, cfg: Config, slices: int) -> DataFrame:
-    """Add ``slot`` (host or domain, per politeness.key) and ``slice``: the slot's URLs in
-    (depth, url_key) order dealt round-robin over ``slices`` slices, the same on every run.
+def candidate_hosts(frontier: DataFrame, crawldb: DataFrame, gen: int) -> DataFrame:
+    """The distinct hosts plan_decisions may choose URLs of (new frontier URLs, due crawldb
+    URLs): the names to resolve for politeness.key = ip. Out: host."""
+    new = new_candidates(dedup_frontier(frontier), crawldb).select("host")
+    return new.unionByName(pending_from_crawldb(crawldb, gen).select("host")).distinct()
+
+
+def with_slice(df: DataFrame, slices: int) -> DataFrame:
+    """Add ``slice``: the slot's URLs in (depth, url_key) order dealt round-robin over
+    ``slices`` slices, the same on every run.
 
     Every slice holds every slot (that has URLs enough), so each slice keeps all hosts in
     flight at once and lasts about 1/slices of the politeness-bound time: slices that held
     whole slots each would run one after the other, each as long as its busiest host.
-    In: host, domain, depth, url_key. Out: + slot (string), slice (int).
+    In: slot, depth, url_key. Out: + slice (int).
     """
     rank = F.row_number().over(
         Window.partitionBy("slot").orderBy(F.col("depth").asc(), F.col("url_key").asc())
     )
-    return df.withColumn("slot", slot_column(cfg)).withColumn(
-        "slice", F.pmod(rank - 1, F.lit(slices)).cast("int")
-    )
+    return df.withColumn("slice", F.pmod(rank - 1, F.lit(slices)).cast("int"))
 
 
 def plan_decisions(
@@ -235,10 +256,12 @@ def plan_decisions(
     cfg: Config,
     gen: int,
     held: DataFrame | None = None,
+    addresses: DataFrame | None = None,
 ) -> DataFrame:
     """Candidates of ``gen`` with every decision: new frontier URLs (deduped, not in crawldb)
-    and due crawldb URLs, filtered, budgeted, capped and held (``held``: slots,
-    :func:`held_slots`). In: frontier rows of gen, crawldb. Out: DECIDED_COLUMNS.
+    and due crawldb URLs, given their slot (``addresses``: :func:`with_slot`), filtered,
+    budgeted, capped and held (``held``: slots, :func:`held_slots`). In: frontier rows of gen,
+    crawldb. Out: DECIDED_COLUMNS.
     """
     new = frontier_as_crawldb_rows(new_candidates(dedup_frontier(frontier), crawldb), gen).select(
         CANDIDATE_COLUMNS
@@ -246,10 +269,11 @@ def plan_decisions(
     pending = pending_from_crawldb(crawldb, gen).select(CANDIDATE_COLUMNS)
     return (
         new.unionByName(pending)
+        .transform(lambda df: with_slot(df, cfg, addresses))
         .transform(lambda df: with_filter_reason(df, cfg))
         .transform(lambda df: apply_budgets(df, crawldb, cfg))
         .transform(lambda df: cap_per_host(df, cfg.generate.max_per_host))
-        .transform(lambda df: hold(df, held, cfg))
+        .transform(lambda df: hold(df, held))
         .select(DECIDED_COLUMNS)
     )
 
@@ -270,14 +294,14 @@ def slice_count(planned: int, busiest_slot: int, cfg: Config) -> int:
     return max(1, min(s.fetch_slices, by_urls, by_time))
 
 
-def busiest_slot(decided: DataFrame, cfg: Config) -> DataFrame:
+def busiest_slot(decided: DataFrame) -> DataFrame:
     """One row, one column ``urls``: the planned URLs of the slot with most of them (0 if none).
     In: DECIDED_COLUMNS."""
-    per_slot = decided.where(is_planned()).groupBy(slot_column(cfg).alias("slot")).count()
+    per_slot = decided.where(is_planned()).groupBy("slot").count()
     return per_slot.agg(F.coalesce(F.max("count"), F.lit(0)).alias("urls"))
 
 
-def to_fetchlist(decided: DataFrame, cfg: Config, gen: int, slices: int) -> DataFrame:
+def to_fetchlist(decided: DataFrame, gen: int, slices: int) -> DataFrame:
     """The chosen rows (no filter_reason, not deferred) as fetchlist rows of ``gen``, dealt
     over ``slices`` slices (:func:`slice_count`).
 
@@ -285,7 +309,7 @@ def to_fetchlist(decided: DataFrame, cfg: Config, gen: int, slices: int) -> Data
     """
     return (
         decided.where(is_planned())
-        .transform(lambda df: with_slot_and_slice(df, cfg, slices))
+        .transform(lambda df: with_slice(df, slices))
         .withColumn("gen", F.lit(gen))
         .select([f.name for f in FETCHLIST.fields])
     )

@@ -16,7 +16,7 @@ from crawllib.stages import fetch
 from crawllib.stages.base import StageRun
 from crawllib.testing import WebSpec, serve_in_thread
 from crawllib.testing.site import REGULAR_ROBOTS
-from crawllib.transforms.plan import with_slot_and_slice
+from crawllib.transforms.plan import with_slice, with_slot
 from crawllib.urls import host_of, registered_domain, url_key
 
 GEN = 0
@@ -51,7 +51,7 @@ def crawl(new_root, spark, spark_cfg, web):
     ]
     fetchlist = spark.createDataFrame(
         rows, "gen int, url string, url_key long, host string, domain string, depth int"
-    ).transform(lambda df: with_slot_and_slice(df, cfg, 2))
+    ).transform(lambda df: with_slice(with_slot(df, cfg), 2))
     tables.replace_where(fetchlist, root, "fetchlist", f"gen = {GEN}")
     by_slice = defaultdict(set)
     hosts_by_slice = defaultdict(set)

@@ -25,7 +25,8 @@ from crawllib.transforms.plan import (
     pending_from_crawldb,
     slice_count,
     with_filter_reason,
-    with_slot_and_slice,
+    with_slice,
+    with_slot,
 )
 from crawllib.urls import host_of, registered_domain, url_extension, url_key
 
@@ -197,6 +198,10 @@ def test_cap_per_host_keeps_lowest_depth_then_url_key(spark):
     assert_same(cap_per_host(spark.createDataFrame(rows, schema), 2), expected)
 
 
+def with_slot_and_slice(df, cfg, slices, addresses=None):
+    return with_slice(with_slot(df, cfg, addresses), slices)
+
+
 def test_slot_by_host_or_domain_and_slices_deal_each_slot_round_robin(spark, spark_cfg):
     # a.x.test and b.x.test share a registered domain; h0.test has 5 URLs, h1.test one.
     rows = [("a.x.test", "x.test", 0, 4), ("b.x.test", "x.test", 1, 3)]
@@ -211,6 +216,20 @@ def test_slot_by_host_or_domain_and_slices_deal_each_slot_round_robin(spark, spa
     assert_same(slots, df.select("host", F.col("host").alias("slot")))
     slots = with_slot_and_slice(df, by_domain, 3).select("host", "slot")
     assert_same(slots, df.select("host", F.col("domain").alias("slot")))
+    # by server address: the dns table's answer; a name without one keeps its own slot
+    by_ip = replace(spark_cfg, politeness__key="ip")
+    dns = spark.createDataFrame(
+        [("a.x.test", "127.0.0.2"), ("b.x.test", "127.0.0.2"), ("h0.test", "127.0.0.3")]
+        + [("h1.test", None)],
+        "host string, address string",
+    )
+    slots = {r["host"]: r["slot"] for r in with_slot_and_slice(df, by_ip, 3, dns).collect()}
+    assert slots == {
+        "a.x.test": "127.0.0.2",
+        "b.x.test": "127.0.0.2",
+        "h0.test": "127.0.0.3",
+        "h1.test": "h1.test",
+    }
 
     def slices(frame, cfg):
         return {

@@ -61,7 +61,7 @@ def test_resolve_table_from_set_and_file(tmp_path):
         ("crawl.max_depth=-1", ["crawl.max_depth", "-1", ">= 0"]),
         ("crawl.max_dept=2", ["unknown config key", "crawl.max_dept", "max_depth"]),
         ("crawler.max_depth=2", ["unknown config section", "crawler", "crawl"]),
-        ("politeness.key=ip", ["politeness.key", "'ip'", "one of host, domain"]),
+        ("politeness.key=url", ["politeness.key", "'url'", "one of host, domain, ip"]),
         ("politeness.default_delay=fast", ["politeness.default_delay", "'fast'", "a number"]),
         ("network.allow_private=yes", ["network.allow_private", "'yes'", "true or false"]),
         ('network.resolve={"a.net" = "nowhere"}', ["network.resolve", "not an IP"]),

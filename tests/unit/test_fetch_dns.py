@@ -154,3 +154,24 @@ def test_parse_content_type_and_retry_after():
     assert parse_retry_after("120", 0) == 120.0
     assert parse_retry_after("Thu, 01 Jan 1970 00:02:00 GMT", 60.0) == 60.0
     assert parse_retry_after("soon", 0) is None
+
+
+def test_plan_resolution_gives_each_name_its_address_or_why_not():
+    import asyncio
+
+    from crawllib.config import load_config, replace
+    from crawllib.fetch.addresses import resolve_hosts
+
+    cfg = replace(
+        load_config(),
+        network__resolve={"a.net": "127.0.0.2:8080", "b.net": "127.0.0.2"},
+        network__resolve_only=True,
+        politeness__address_ttl_seconds=60.0,
+    )
+    rows = asyncio.run(resolve_hosts(["a.net", "b.net", "c.net"], cfg, now=1000.0))
+    assert [(r["host"], r["address"], r["addresses"], r["error_kind"]) for r in rows] == [
+        ("a.net", "127.0.0.2", ["127.0.0.2"], None),  # the port is no part of the address
+        ("b.net", "127.0.0.2", ["127.0.0.2"], None),
+        ("c.net", None, [], "dns"),  # not in the map under resolve_only: no query sent
+    ]
+    assert {(r["resolved_at"], r["expires_at"]) for r in rows} == {(1000.0, 1060.0)}

@@ -101,3 +101,24 @@ def test_known_keys_are_exact():
     assert all(k in known for k in keys[::2]) and not any(k in known for k in keys[1::2])
     known.add(keys[1])
     assert keys[1] in known and keys[3] not in known
+
+
+def test_by_address_links_are_followed_to_the_hosts_of_the_slot_only():
+    # politeness.key = ip: a.site1.net and c.site3.net share the slot 127.0.0.2 (plan gave it
+    # to both rows); a link from one to the other is followed in the slot, b.site2.org is not
+    with LocalWeb(addresses=("127.0.0.1", "127.0.0.2")) as server:
+        server.text("a.site1.net", "/", page("http://c.site3.net/x", "http://b.site2.org/x"),
+                    content_type="text/html")  # fmt: skip
+        server.text("c.site3.net", "/", page(), content_type="text/html")
+        resolve = {
+            **server.resolve("a.site1.net", "c.site3.net", address="127.0.0.2"),
+            **server.resolve("b.site2.org"),
+        }
+        cfg = config(resolve, politeness__key="ip", crawl__max_depth=2)
+        rows = [row(f"http://{h}/", slot="127.0.0.2") for h in ("a.site1.net", "c.site3.net")]
+        known = {"slot": "127.0.0.2", "room": 10, "known": []}
+        records = list(fetch_rows(rows, cfg, (), follow_rows=[known]))
+        fetches = {r["url"]: r for r in records if r["record"] == "fetch"}
+        assert server.hits_of("b.site2.org") == []
+    assert fetches["http://c.site3.net/x"]["source_url"] == "http://a.site1.net/"
+    assert "http://b.site2.org/x" not in fetches

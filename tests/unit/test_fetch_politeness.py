@@ -232,3 +232,41 @@ def test_a_host_down_cools_down_and_its_urls_wait_without_a_request():
     fetches, _, states = crawl_with_hosts(urls, cfg, robots, host_rows=[state])
     assert {r["error_kind"] for r in fetches.values()} == {"host_unreachable"}
     assert states["down.test"]["slice_urls"] == 0
+
+
+def most_at_once(hits) -> int:
+    """The largest number of requests the server was answering at the same time."""
+    events = sorted([(h.start, 1) for h in hits] + [(h.end, -1) for h in hits])
+    now = peak = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def test_hosts_sharing_an_address_have_a_capped_number_of_requests_in_flight():
+    shared = ["a.shared.org", "b.shared.org", "c.shared.org"]
+    with LocalWeb(addresses=("127.0.0.1", "127.0.0.2")) as server:
+
+        async def slow(request: web.Request) -> web.Response:
+            import asyncio
+
+            await asyncio.sleep(0.15)
+            return web.Response(text="<p>x</p>", content_type="text/html")
+
+        for host in [*shared, "solo.net"]:
+            for p in "123":
+                server.route(host, f"/{p}", slow)
+        resolve = {**server.resolve(*shared, address="127.0.0.2"), **server.resolve("solo.net")}
+        urls = [f"http://{h}/{p}" for h in [*shared, "solo.net"] for p in "123"]
+
+        def peak_on_shared(cap: int) -> int:
+            server.hits.clear()
+            fetches, _ = crawl(urls, config(resolve, politeness__max_hosts_per_address=cap))
+            assert {r["outcome"] for r in fetches.values()} == {"ok"}
+            assert {h.address for h in server.hits_of("solo.net")} == {"127.0.0.1"}
+            return most_at_once([h for h in server.hits if h.address == "127.0.0.2"])
+
+        assert peak_on_shared(1) == 1
+        assert peak_on_shared(2) == 2
+        assert peak_on_shared(0) == 3  # no cap: one request per host at once

@@ -1,0 +1,106 @@
+"""Politeness per server address (politeness.key = ip) over two generations of two slices
+each, from the server's request log: hosts served from one loopback address share one slot,
+so that address sees one request per delay, whichever host asked; plan resolves the names
+once and keeps the answers in the dns table."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from crawllib import pipeline, tables
+from crawllib.config import replace
+from crawllib.seeding import seed
+from tests.unit.test_fetch_support import SLACK, LocalWeb
+
+pytestmark = pytest.mark.e2e
+
+DELAY = 0.25
+SHARED = ("a.shared.org", "b.shared.org")  # on 127.0.0.2
+SOLO = "solo.net"  # on 127.0.0.3
+LATER = "later.net"  # on 127.0.0.1, linked from solo.net: planned in generation 1
+PAGES = 3
+
+
+def page(*links: str) -> str:
+    anchors = "".join(f'<p><a href="{href}">{href}</a></p>' for href in links)
+    return f"<html><body><p>{'Some words. ' * 30}</p>{anchors}</body></html>"
+
+
+@pytest.fixture(scope="module")
+def crawled(spark, spark_cfg, template_root, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("addresses")
+    root = str(tmp / "crawl")
+    shutil.copytree(template_root, root)
+    with LocalWeb(addresses=("127.0.0.1", "127.0.0.2", "127.0.0.3")) as server:
+        for host in SHARED:
+            for p in range(PAGES):
+                server.text(host, f"/{p}", page(), content_type="text/html")
+        server.text(SOLO, "/0", page(f"http://{LATER}/"), content_type="text/html")
+        server.text(LATER, "/", page(), content_type="text/html")
+        resolve = {
+            **server.resolve(*SHARED, address="127.0.0.2"),
+            **server.resolve(SOLO, address="127.0.0.3"),
+            **server.resolve(LATER),
+        }
+        cfg = replace(
+            spark_cfg,
+            network__resolve=resolve,
+            politeness__key="ip",
+            politeness__default_delay=DELAY,
+            storage__fetch_slices=2,
+            crawl__max_depth=1,
+        )
+        seeds = tmp / "seeds.txt"
+        urls = [f"http://{h}/{p}" for h in SHARED for p in range(PAGES)] + [f"http://{SOLO}/0"]
+        seeds.write_text("\n".join(urls) + "\n")
+        seed(spark, root, str(seeds), cfg, 0)
+        for gen in (0, 1):
+            pipeline.run_generation(spark, root, cfg, gen)
+        hits = list(server.hits)
+
+    def rows(name):
+        return tables.read(spark, root, name).collect()
+
+    return {
+        "hits": hits,
+        "fetchlist": rows("fetchlist"),
+        "fetches": rows("fetches"),
+        "hosts": {r["slot"]: r for r in rows("hosts")},
+        "dns": {r["host"]: r for r in rows("dns")},
+    }
+
+
+def test_one_address_sees_one_request_per_delay_whichever_host_asks(crawled):
+    shared = sorted((h for h in crawled["hits"] if h.address == "127.0.0.2"), key=lambda h: h.start)
+    assert {h.host for h in shared} == set(SHARED)
+    gaps = [b.start - a.start for a, b in zip(shared, shared[1:], strict=False)]
+    assert len(gaps) == 2 * PAGES + 1 and min(gaps) >= DELAY - SLACK, gaps  # robots.txt x 2
+
+
+def test_plan_puts_the_hosts_of_one_address_in_one_slot(crawled):
+    slots = {(r["gen"], r["host"]): r["slot"] for r in crawled["fetchlist"]}
+    assert slots == {
+        (0, "a.shared.org"): "127.0.0.2",
+        (0, "b.shared.org"): "127.0.0.2",
+        (0, SOLO): "127.0.0.3",
+        (1, LATER): "127.0.0.1",
+    }
+    assert {r["outcome"] for r in crawled["fetches"]} == {"ok"}
+    assert len(crawled["fetches"]) == 2 * PAGES + 2
+
+
+def test_the_answers_are_kept_and_the_hosts_table_is_per_address(crawled):
+    dns = crawled["dns"]
+    assert {h: (r["address"], r["error_kind"]) for h, r in dns.items()} == {
+        "a.shared.org": ("127.0.0.2", None),
+        "b.shared.org": ("127.0.0.2", None),
+        SOLO: ("127.0.0.3", None),
+        LATER: ("127.0.0.1", None),
+    }
+    assert all(r["expires_at"] > r["resolved_at"] for r in dns.values())
+    hosts = crawled["hosts"]
+    assert set(hosts) == {"127.0.0.1", "127.0.0.2", "127.0.0.3"}
+    assert hosts["127.0.0.2"]["addresses"] == ["127.0.0.2"]
+    assert (hosts["127.0.0.2"]["urls_attempted"], hosts["127.0.0.2"]["pages"]) == (6, 6)
