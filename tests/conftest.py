@@ -23,7 +23,9 @@ SLOW_FOLDERS = ("e2e", "airflow", "cluster")
 def test_config_overrides() -> list[str]:
     """Settings every test crawl uses: small Spark, no DNS ever leaves the machine."""
     return [
-        "spark.master=local[2]",
+        # two cores; a failed task is tried once more, as a cluster would (test_hosts.py
+        # kills a fetch task's worker and checks the retry's politeness)
+        "spark.master=local[2,2]",
         "spark.shuffle_partitions=2",
         "spark.ui=false",
         "spark.log_level=ERROR",

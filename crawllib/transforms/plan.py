@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from crawllib.config import Config
 from crawllib.schemas import CRAWLDB, FETCHLIST, FRONTIER, columns_of
-from crawllib.vocab import PENDING_STATUSES, FilterReason, Status, words
+from crawllib.vocab import PENDING_STATUSES, FilterReason, Status, WaitReason, words
 
 _CRAWLDB_COLUMNS = [f.name for f in CRAWLDB.fields]
 CANDIDATE_COLUMNS = [*_CRAWLDB_COLUMNS, "is_new"]
@@ -179,14 +179,19 @@ def cap_per_host(df: DataFrame, max_per_host: int) -> DataFrame:
 
 
 def held_slots(hosts: DataFrame, cfg: Config) -> DataFrame:
-    """The slots whose URLs wait, without an attempt, for a later generation: a Retry-After or
-    a down host's cool-down that ends more than fetch.slice_grace_seconds from now
-    (hosts.not_before), or a Crawl-delay above politeness.max_crawl_delay not honoured
+    """The slots whose URLs wait, without an attempt, for a later generation: a Retry-After
+    that ends more than fetch.slice_grace_seconds from now (hosts.not_before), a down host's
+    cool-down or a robots.txt retry not over, or a Crawl-delay above politeness.max_crawl_delay
+    not honoured
     (crawllib.fetch.slots). In: hosts rows. Out: slot."""
     grace = cfg.fetch.slice_grace_seconds
     held = F.col("not_before") > F.expr(
         f"current_timestamp() + make_interval(0, 0, 0, 0, 0, 0, {grace})"
     )
+    # the engine defers a cooling-down host or one waiting for its robots.txt at once, grace
+    # or not: planning it would only spend a generation
+    waits = F.col("not_before_reason").isin(WaitReason.DOWN, WaitReason.ROBOTS)
+    held = held | (waits & (F.col("not_before") > F.current_timestamp()))
     if not cfg.politeness.honor_long_crawl_delay:
         held = held | (F.col("crawl_delay") > F.lit(cfg.politeness.max_crawl_delay))
     return hosts.where(held).select("slot").distinct()

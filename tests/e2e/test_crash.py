@@ -21,9 +21,9 @@ from tests.conftest import test_config_overrides
 
 pytestmark = pytest.mark.e2e
 
-GENERATIONS = 3
+GENERATIONS = 2
 SETTINGS = {
-    "crawl.max_depth": 2,
+    "crawl.max_depth": 1,  # same-host links are followed in generation 0, others in 1
     "politeness.default_delay": 0.1,
     "storage.fetch_slices": 4,
     "storage.lease_seconds": 3,  # a killed run's writer lease expires soon

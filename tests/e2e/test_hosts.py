@@ -1,13 +1,18 @@
 """Politeness that remembers, over two whole generations of two slices each, from the server's
 request log and the hosts table: a Retry-After of an hour, a server answering 503 to
-everything, a Crawl-delay of a minute, a robots.txt answering 503. (A host that is down: test_fetch_politeness.py.)"""
+everything, a Crawl-delay of a minute, a robots.txt answering 503; and a fetch task killed in
+the middle of its slice, whose retry keeps every host's delay. (A host that is down:
+test_fetch_politeness.py.)"""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import time
 
 import pytest
+from aiohttp import web
 
 from crawllib import pipeline, tables
 from crawllib.config import replace
@@ -134,3 +139,80 @@ def test_a_healthy_host_adds_up(crawled):
     assert (row["urls_attempted"], row["pages"], row["http_failures"]) == (PAGES, PAGES, 0)
     assert row["bytes"] > 0 and row["addresses"] == ["127.0.0.1"]
     assert row["delay_source"] == "default" and row["not_before"] is None
+
+
+def kill_python_workers() -> int:
+    """SIGKILL the PySpark workers of this test session's JVM (the children of its
+    pyspark.daemon, found in /proc): the task they run fails and Spark tries it again."""
+
+    def parent(pid: int) -> int:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+
+    def cmdline(pid: int) -> bytes:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+
+    def ours(pid: int) -> bool:  # a descendant of this process
+        while pid > 1:
+            if pid == os.getpid():
+                return True
+            pid = parent(pid)
+        return False
+
+    pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    killed = 0
+    for pid in pids:
+        try:
+            if b"pyspark.daemon" not in cmdline(pid) or not ours(pid):
+                continue
+            for child in pids:
+                if child != pid and parent(child) == pid:
+                    os.kill(child, signal.SIGKILL)
+                    killed += 1
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return killed
+
+
+def test_a_fetch_task_killed_mid_slice_is_retried_without_a_short_gap(
+    spark, spark_cfg, template_root, tmp_path
+):
+    root = str(tmp_path / "crawl")
+    shutil.copytree(template_root, root)
+    delay, pages, hosts = 3.0, 3, ("one.net", "two.net")
+    killed: list[int] = []
+    with LocalWeb() as server:
+
+        async def kill_once(request):
+            if not killed:  # the first time only: the retry gets its page
+                killed.append(kill_python_workers())
+            return web.Response(text="<p>two</p>", content_type="text/html")
+
+        server.route("one.net", "/1", kill_once)
+        cfg = replace(
+            spark_cfg,
+            network__resolve=server.resolve(*hosts),
+            politeness__default_delay=delay,
+            politeness__jitter=0.0,
+            storage__fetch_slices=1,
+            crawl__max_depth=0,
+        )
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(f"http://{h}/{p}" for h in hosts for p in range(pages)) + "\n")
+        seed(spark, root, str(seeds), cfg, 0)
+        for stage in ("plan", "fetch"):  # what the test reads: the fetch and its rows
+            pipeline.run_stage(spark, root, cfg, 0, stage)
+        hits = list(server.hits)
+    assert killed and killed[0] >= 1
+    paths = [h.path_qs for h in hits if h.host == "one.net"]
+    assert paths.count("/1") == 2  # asked by the killed attempt and by the retry
+    for host in hosts:
+        starts = sorted(h.start for h in hits if h.host == host)
+        gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+        assert min(gaps) >= delay - SLACK, (host, gaps)
+    fetches = tables.read(spark, root, "fetches").collect()
+    assert sorted(r["url"] for r in fetches) == sorted(
+        f"http://{h}/{p}" for h in hosts for p in range(pages)
+    )
+    assert {r["outcome"] for r in fetches} == {"ok"}
