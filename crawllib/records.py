@@ -26,6 +26,7 @@ class FetchInput(TypedDict):
     url_key: int
     host: NotRequired[str]
     depth: int
+    attempts: NotRequired[int | None]  # earlier attempts (crawldb); none or 0: its first
 
 
 class Link(TypedDict):
@@ -114,7 +115,9 @@ class HostState(TypedDict):
 class HostRecord(TypedDict):
     """One slot's politeness at the end of an engine call: a row of the hosts table, less the
     columns the fetch stage adds (totals, generations, slice, updated_at). slice_urls: URLs
-    requested in this call, slice_pages: pages kept, slice_bytes: their body bytes;
+    requested in this call, slice_pages: pages kept, slice_bytes: their body bytes,
+    slice_urls_tried: URLs given their first attempt (any outcome but deferred: what sets
+    crawldb's last_gen); domain: the registered domain of its hosts (None if they differ);
     addresses: the server addresses its requests reached."""
 
     record: Literal["host"]
@@ -131,9 +134,11 @@ class HostRecord(TypedDict):
     down_until: float | None
     robots_state: str | None
     addresses: list[str]
+    domain: str | None
     slice_urls: int
     slice_pages: int
     slice_bytes: int
+    slice_urls_tried: int
 
 
 EngineRecord = FetchRecord | RobotsRecord | HostRecord

@@ -77,7 +77,8 @@ CRAWLDB = struct_of(
 )
 
 # What plan chose for a generation: the fetch stage's input. slot: the politeness key value
-# (host, registered domain or server address); slice: commit group (each slot's URLs dealt round-robin over the slices).
+# (host, registered domain or server address); slice: commit group (each slot's URLs dealt
+# round-robin over the slices); attempts: the URL's earlier attempts (crawldb), 0 for its first.
 FETCHLIST = struct_of(
     ("gen", I),
     ("slice", I),
@@ -87,6 +88,7 @@ FETCHLIST = struct_of(
     ("domain", S),
     ("depth", I),
     ("slot", S),
+    ("attempts", I),
 )
 
 # What identifies a fetched URL in the rows of a fetch slice (fetches and pages).
@@ -186,8 +188,11 @@ ROBOTS = struct_of(
 # (backoff included); crawl_delay: as robots.txt asks (never shortened); http_failures: 5xx/429
 # answers in a row (the backoff level); down_failures: DNS/connect failures in a row;
 # robots_failures: robots.txt fetches in a row that failed (5xx, timeout, unreachable); totals
-# (urls_attempted, pages, bytes) over the crawl; gen/slice: the last slice that wrote the row,
-# slice_*: its share of the totals (a rerun of that slice replaces it).
+# (urls_attempted, pages, bytes) over the crawl; urls_tried: URLs given their first attempt,
+# the running total plan's budgets read with politeness.key = host (the same count as crawldb
+# rows of the host with last_gen set); domain: the registered domain of the slot's hosts;
+# gen/slice: the last slice that wrote the row, slice_*: its share of the totals (a rerun of
+# that slice replaces it).
 HOSTS = struct_of(
     ("slot", S),
     ("last_request_at", T),
@@ -208,6 +213,9 @@ HOSTS = struct_of(
     ("slice_urls", L),
     ("slice_pages", L),
     ("slice_bytes", L),
+    ("urls_tried", L),
+    ("slice_urls_tried", L),
+    ("domain", S),
     ("first_gen", I),
     ("last_gen", I),
     ("gen", I),

@@ -48,6 +48,8 @@ def init_tables(spark: SparkSession, root: str) -> list[str]:
     steps, which overlap.
     """
     lease.check_writable(root)
+    # A hosts table made with crawldb holds every first attempt of the crawl in its totals
+    fresh = not DeltaTable.isDeltaTable(spark, table_path(root, "crawldb"))
 
     def create(name: str) -> bool:
         schema, partitions = TABLES[name]
@@ -58,11 +60,36 @@ def init_tables(spark: SparkSession, root: str) -> list[str]:
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
         if partitions:
             builder = builder.partitionedBy(*partitions)
+        if name == "hosts" and fresh:
+            builder = builder.property(TOTALS_PROPERTY, TOTALS_COMPLETE)
         builder.execute()
         return True
 
     made = in_parallel(spark, *[functools.partial(create, name) for name in TABLES])
     return [name for name, new in zip(TABLES, made, strict=True) if new]
+
+
+# The hosts table's urls_tried totals cover the whole crawl, per host: set on a table made
+# with crawldb, or by plan once it has filled them from crawldb; unset by a plan whose slots
+# are not hosts. Plan's budgets read the totals only while it is set.
+TOTALS_PROPERTY = "crawllib.urls_tried"
+TOTALS_COMPLETE = "complete"
+
+
+def property_of(spark: SparkSession, root: str, name: str, key: str) -> str | None:
+    """A Delta table property of table ``name`` (None if unset)."""
+    detail = DeltaTable.forPath(spark, table_path(root, name)).detail().first()
+    return (detail["properties"] or {}).get(key) if detail is not None else None
+
+
+def set_property(spark: SparkSession, root: str, name: str, key: str, value: str | None) -> None:
+    """Set (or with None unset) a Delta table property of table ``name``: one commit."""
+    lease.check_writable(root)
+    path = table_path(root, name)
+    if value is None:
+        spark.sql(f"ALTER TABLE delta.`{path}` UNSET TBLPROPERTIES IF EXISTS ('{key}')")
+    else:
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{key}' = '{value}')")
 
 
 # Tables a crawl root made by an older crawllib may lack: the first command that writes

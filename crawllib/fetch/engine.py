@@ -66,7 +66,7 @@ from crawllib.fetch.follow import Follower
 from crawllib.fetch.robots_fetch import RobotsState, classify, fetch_robots, fresh_rows
 from crawllib.fetch.slots import LoopClock, Slot
 from crawllib.records import EngineRecord, FetchRecord, HostRecord, HostState
-from crawllib.urls import host_of
+from crawllib.urls import host_of, registered_domain
 from crawllib.vocab import (
     HOST_DOWN_KINDS,
     DelaySource,
@@ -258,6 +258,8 @@ class _Run:
                     log.exception("fetch of %s failed inside the engine", row.get("url"))
                     record = self._row(row, Outcome.ERROR, error_kind=ErrorKind.INTERNAL)
                     record["error_detail"] = f"{type(exc).__name__}: {exc}"[:300]
+                if record["outcome"] != Outcome.DEFERRED and not row.get("attempts"):
+                    slot.tried += 1  # what sets the URL's last_gen: plan's budgets count it
                 if self.extractor is not None and record["body"] is not None:
                     await self.extraction_room.acquire()
                     assert self.group is not None
@@ -454,9 +456,11 @@ class _Run:
             **slot.state(self.now()),  # type: ignore[typeddict-item]
             "robots_state": _robots_status(states[-1]) if states else None,
             "addresses": sorted(slot.addresses),
+            "domain": _shared_domain(slot.hosts),
             "slice_urls": slot.attempted,
             "slice_pages": slot.pages,
             "slice_bytes": slot.bytes,
+            "slice_urls_tried": slot.tried,
         }
 
     def _row(
@@ -493,6 +497,12 @@ class _Run:
             "extracted": None,
             "source_url": row.get("source_url"),
         }
+
+
+def _shared_domain(hosts: Iterable[str]) -> str | None:
+    """The registered domain of every host given, or None if they differ."""
+    domains = {registered_domain(h) for h in hosts}
+    return domains.pop() if len(domains) == 1 else None
 
 
 def _robots_status(state: RobotsState | None) -> str | None:

@@ -77,6 +77,7 @@ class Slot:
     attempted: int = 0
     pages: int = 0
     bytes: int = 0
+    tried: int = 0  # URLs given their first attempt (any outcome but deferred)
     addresses: set[str] = field(default_factory=set)
     _gap: float = 0.0  # jitter fraction drawn for the gap after last_start
     _rng: random.Random = field(default_factory=random.Random, repr=False)

@@ -43,11 +43,14 @@ from crawllib.schemas import DNS
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.transforms.fetch import resolved_hosts
 from crawllib.transforms.plan import (
+    Used,
+    attempted_in_hosts,
     busiest_slot,
     candidate_hosts,
     count_decisions,
     crawldb_changes,
     held_slots,
+    host_totals_from_crawldb,
     is_changed,
     plan_decisions,
     slice_count,
@@ -96,7 +99,8 @@ def run(run: StageRun) -> PlanResult:
     # the same URLs (Idempotency, above).
     held = held_slots(run.read("hosts"), cfg)
     addresses = _addresses(run, frontier, crawldb)
-    decided = plan_decisions(frontier, crawldb, cfg, gen, held, addresses).persist()
+    used = _budget_use(run, crawldb)
+    decided = plan_decisions(frontier, crawldb, cfg, gen, held, addresses, used).persist()
     try:
         # One action for the three one-row aggregates.
         row = tables.one_row(
@@ -169,6 +173,34 @@ def _addresses(run: StageRun, frontier: DataFrame, crawldb: DataFrame) -> DataFr
     finally:
         resolved.unpersist()
     return run.read("dns")
+
+
+def _budget_use(run: StageRun, crawldb: DataFrame) -> Used | None:
+    """What the budgets have used up, from the hosts table's running totals when its slots
+    are hosts (politeness.key = host) and its totals cover the crawl (tables.TOTALS_PROPERTY:
+    a root made with them, or filled from crawldb here, once, on an older root). None for the
+    other keys (plan aggregates crawldb), which also mark the totals incomplete: their hosts
+    rows are per domain or address, so a later switch back to host fills them again."""
+    spark, root = run.spark, run.root
+    complete = (
+        tables.property_of(spark, root, "hosts", tables.TOTALS_PROPERTY) == tables.TOTALS_COMPLETE
+    )
+    if run.cfg.politeness.key != "host":
+        if complete:
+            tables.set_property(spark, root, "hosts", tables.TOTALS_PROPERTY, None)
+        return None
+    if not complete:
+        log.info("filling the hosts table's urls_tried totals from crawldb (once)")
+        tables.merge(
+            spark,
+            host_totals_from_crawldb(crawldb),
+            root,
+            "hosts",
+            keys=["slot"],
+            update={"urls_tried": "s.urls_tried", "domain": "coalesce(t.domain, s.domain)"},
+        )
+        tables.set_property(spark, root, "hosts", tables.TOTALS_PROPERTY, tables.TOTALS_COMPLETE)
+    return attempted_in_hosts(run.read("hosts"))
 
 
 def has_work(spark: SparkSession, root: str, cfg: Config, gen: int) -> bool:

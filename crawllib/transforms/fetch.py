@@ -450,6 +450,7 @@ def hosts_from_results(results: DataFrame, gen: int, slice_: int) -> DataFrame:
             urls_attempted=F.col("slice_urls"),
             pages=F.col("slice_pages"),
             bytes=F.col("slice_bytes"),
+            urls_tried=F.col("slice_urls_tried"),
             first_gen=F.lit(gen),
             last_gen=F.lit(gen),
             gen=F.lit(gen),
@@ -465,13 +466,17 @@ _SAME_SLICE = "t.gen = s.gen AND t.slice = s.slice"
 HOSTS_UPDATE: dict[str, str] = {
     **{f.name: f"s.{f.name}" for f in HOSTS.fields},
     **{
-        total: f"t.{total} - CASE WHEN {_SAME_SLICE} THEN t.{share} ELSE 0 END + s.{share}"
+        # (coalesce: a row of an older crawllib, or one plan's backfill made, lacks some)
+        total: f"coalesce(t.{total}, 0)"
+        f" - CASE WHEN {_SAME_SLICE} THEN coalesce(t.{share}, 0) ELSE 0 END + s.{share}"
         for total, share in (
             ("urls_attempted", "slice_urls"),
             ("pages", "slice_pages"),
             ("bytes", "slice_bytes"),
+            ("urls_tried", "slice_urls_tried"),
         )
     },
+    "domain": "coalesce(s.domain, t.domain)",
     "last_request_at": "coalesce(s.last_request_at, t.last_request_at)",
     "crawl_delay": "coalesce(s.crawl_delay, t.crawl_delay)",
     "robots_state": "coalesce(s.robots_state, t.robots_state)",

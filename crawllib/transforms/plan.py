@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from crawllib.config import Config
-from crawllib.schemas import CRAWLDB, FETCHLIST, FRONTIER, columns_of
+from crawllib.schemas import CRAWLDB, FETCHLIST, FRONTIER, HOSTS, columns_of
 from crawllib.vocab import PENDING_STATUSES, FilterReason, Status, WaitReason, words
 
 _CRAWLDB_COLUMNS = [f.name for f in CRAWLDB.fields]
@@ -116,19 +116,52 @@ def with_filter_reason(df: DataFrame, cfg: Config) -> DataFrame:
     return df.withColumn("filter_reason", reason.cast("string"))
 
 
-def _attempted_per(crawldb: DataFrame, key: str, name: str) -> DataFrame:
-    return crawldb.where(F.col("last_gen").isNotNull()).groupBy(key).agg(F.count("*").alias(name))
+# URLs of each host (host, _host_used) and of each registered domain (domain, _domain_used)
+# that have had an attempt: what the budgets have used up.
+Used = tuple[DataFrame, DataFrame]
 
 
-def apply_budgets(candidates: DataFrame, crawldb: DataFrame, cfg: Config) -> DataFrame:
+def attempted_in_crawldb(crawldb: DataFrame) -> Used:
+    """Budget use counted in crawldb: its rows with last_gen set, per host and per domain (an
+    aggregation of the whole table)."""
+    tried = crawldb.where(F.col("last_gen").isNotNull())
+    return (
+        tried.groupBy("host").agg(F.count("*").alias("_host_used")),
+        tried.groupBy("domain").agg(F.count("*").alias("_domain_used")),
+    )
+
+
+def attempted_in_hosts(hosts: DataFrame) -> Used:
+    """Budget use from the hosts table's running totals (politeness.key = host: one row per
+    host, urls_tried = its crawldb rows with last_gen set), per host and summed per domain."""
+    tried = hosts.where(F.col("urls_tried") > 0)
+    return (
+        tried.select(F.col("slot").alias("host"), F.col("urls_tried").alias("_host_used")),
+        tried.groupBy("domain").agg(F.sum("urls_tried").alias("_domain_used")),
+    )
+
+
+def host_totals_from_crawldb(crawldb: DataFrame) -> DataFrame:
+    """Hosts rows that set the running totals budgets read (urls_tried, domain) to what
+    crawldb says: the other columns null. In: crawldb. Out: HOSTS rows."""
+    tried = crawldb.where(F.col("last_gen").isNotNull()).groupBy("host")
+    totals = tried.agg(F.count("*").alias("urls_tried"), F.first("domain").alias("domain"))
+    given = {"slot": F.col("host"), "urls_tried": F.col("urls_tried"), "domain": F.col("domain")}
+    blank = {f.name: F.lit(None) for f in HOSTS.fields if f.name not in given}
+    return totals.select(*columns_of(HOSTS, **blank, **given))
+
+
+def apply_budgets(candidates: DataFrame, used: Used, cfg: Config) -> DataFrame:
     """Set filter_reason 'budget' on URLs past generate.host_budget or generate.domain_budget.
 
-    A budget counts URLs, not attempts: URLs already attempted (crawldb last_gen not null) use
-    it up and are never cut themselves (a retry is no new URL). Not-yet-attempted candidates
-    without a filter_reason take the rest in (depth, url_key) order, first per host, then per
-    domain among those the host budget let through.
+    A budget counts URLs, not attempts: URLs already attempted (``used``:
+    :func:`attempted_in_crawldb` or :func:`attempted_in_hosts`) use it up and are never cut
+    themselves (a retry is no new URL). Not-yet-attempted candidates without a filter_reason
+    take the rest in (depth, url_key) order, first per host, then per domain among those the
+    host budget let through.
     In: url_key, host, domain, depth, last_gen, filter_reason. Out: same columns.
     """
+    by_host, by_domain = used
     columns = candidates.columns
     spends = F.col("filter_reason").isNull() & F.col("last_gen").isNull()
     order = [F.col("depth").asc(), F.col("url_key").asc()]
@@ -138,8 +171,8 @@ def apply_budgets(candidates: DataFrame, crawldb: DataFrame, cfg: Config) -> Dat
     )
     df = (
         candidates.withColumn("_spends", spends)
-        .join(_attempted_per(crawldb, "host", "_host_used"), on="host", how="left")
-        .join(_attempted_per(crawldb, "domain", "_domain_used"), on="domain", how="left")
+        .join(by_host, on="host", how="left")
+        .join(by_domain, on="domain", how="left")
         .withColumn(
             "_over_host",
             F.col("_spends")
@@ -262,11 +295,13 @@ def plan_decisions(
     gen: int,
     held: DataFrame | None = None,
     addresses: DataFrame | None = None,
+    used: Used | None = None,
 ) -> DataFrame:
     """Candidates of ``gen`` with every decision: new frontier URLs (deduped, not in crawldb)
     and due crawldb URLs, given their slot (``addresses``: :func:`with_slot`), filtered,
-    budgeted, capped and held (``held``: slots, :func:`held_slots`). In: frontier rows of gen,
-    crawldb. Out: DECIDED_COLUMNS.
+    budgeted (``used``: the budgets' use, by default :func:`attempted_in_crawldb`), capped and
+    held (``held``: slots, :func:`held_slots`). In: frontier rows of gen, crawldb.
+    Out: DECIDED_COLUMNS.
     """
     new = frontier_as_crawldb_rows(new_candidates(dedup_frontier(frontier), crawldb), gen).select(
         CANDIDATE_COLUMNS
@@ -276,7 +311,7 @@ def plan_decisions(
         new.unionByName(pending)
         .transform(lambda df: with_slot(df, cfg, addresses))
         .transform(lambda df: with_filter_reason(df, cfg))
-        .transform(lambda df: apply_budgets(df, crawldb, cfg))
+        .transform(lambda df: apply_budgets(df, used or attempted_in_crawldb(crawldb), cfg))
         .transform(lambda df: cap_per_host(df, cfg.generate.max_per_host))
         .transform(lambda df: hold(df, held))
         .select(DECIDED_COLUMNS)

@@ -64,6 +64,22 @@ def test_crawl_runs_until_nothing_is_left(spark, crawl):
     assert (held[0]["not_before_reason"], held[0]["robots_state"]) == ("robots", "unavailable")
 
 
+def test_the_hosts_totals_count_what_crawldb_counts(spark, crawl):
+    # plan's budgets read hosts.urls_tried instead of aggregating crawldb: the two must agree
+    # for every host, whatever failed, redirected, was followed or deferred
+    tried = sql(
+        spark,
+        crawl["root"],
+        "SELECT host, count(*) AS n, first(domain) AS domain FROM crawldb "
+        "WHERE last_gen IS NOT NULL GROUP BY host",
+    )
+    hosts = {r["slot"]: r for r in sql(spark, crawl["root"], "SELECT * FROM hosts")}
+    assert {r["host"]: r["n"] for r in tried} == {
+        s: r["urls_tried"] for s, r in hosts.items() if r["urls_tried"]
+    }
+    assert all(hosts[r["host"]]["domain"] == r["domain"] for r in tried)
+
+
 def test_each_generation_records_its_stage_runs_in_five_commits(spark, crawl):
     # A stage's done row and the next stage's running row share a commit, named in its
     # userMetadata; the rows themselves say the same.

@@ -47,10 +47,12 @@ def crawl(new_root, spark, spark_cfg, web):
     urls = [f"http://{host}{path}" for host in web.hosts for path in PATHS]
     urls.append(f"http://{web.hosts[0]}{DENIED}")
     rows = [
-        (GEN, url, url_key(url), host_of(url), registered_domain(host_of(url)), 0) for url in urls
+        (GEN, url, url_key(url), host_of(url), registered_domain(host_of(url)), 0, 0)
+        for url in urls
     ]
     fetchlist = spark.createDataFrame(
-        rows, "gen int, url string, url_key long, host string, domain string, depth int"
+        rows,
+        "gen int, url string, url_key long, host string, domain string, depth int, attempts int",
     ).transform(lambda df: with_slice(with_slot(df, cfg), 2))
     tables.replace_where(fetchlist, root, "fetchlist", f"gen = {GEN}")
     by_slice = defaultdict(set)

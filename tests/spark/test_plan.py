@@ -18,6 +18,8 @@ from crawllib.stages import plan as plan_stage
 from crawllib.stages.base import StageRun
 from crawllib.transforms.plan import (
     apply_budgets,
+    attempted_in_crawldb,
+    attempted_in_hosts,
     cap_per_host,
     dedup_frontier,
     extension_of,
@@ -153,12 +155,21 @@ BUDGET_SCHEMA = (
 )
 
 
-def test_apply_budgets_per_host_then_per_domain(spark, spark_cfg):
+@pytest.mark.parametrize("source", ["crawldb", "hosts"])
+def test_apply_budgets_per_host_then_per_domain(spark, spark_cfg, source):
     cfg = replace(spark_cfg, generate__host_budget=2, generate__domain_budget=3)
-    # Key 13 was fetched once: it uses one unit of a.x.test's and x.test's budgets.
-    crawldb = crawldb_df(
-        spark, [{"url_key": 13, "host": "a.x.test", "domain": "x.test", "last_gen": 0}]
-    )
+    # Key 13 was fetched once: it uses one unit of a.x.test's and x.test's budgets, counted
+    # in crawldb or in the hosts table's running totals alike.
+    if source == "crawldb":
+        used = attempted_in_crawldb(
+            crawldb_df(
+                spark, [{"url_key": 13, "host": "a.x.test", "domain": "x.test", "last_gen": 0}]
+            )
+        )
+    else:
+        used = attempted_in_hosts(
+            hosts_rows(spark, [("a.x.test", None, None, None)], urls_tried=1, domain="x.test")
+        )
     rows = [
         (11, "a.x.test", "x.test", 0, None),  # host 1+1, domain 1+1
         (10, "a.x.test", "x.test", 1, None),  # host 1+2 > 2: budget
@@ -178,7 +189,7 @@ def test_apply_budgets_per_host_then_per_domain(spark, spark_cfg):
         + [(22, "b.x.test", "x.test", 9, None, "depth")],
         BUDGET_SCHEMA,
     )
-    assert_same(apply_budgets(candidates, crawldb, cfg), expected)
+    assert_same(apply_budgets(candidates, used, cfg), expected)
 
 
 def test_cap_per_host_keeps_lowest_depth_then_url_key(spark):
@@ -410,13 +421,14 @@ def test_has_work_ignores_frontier_urls_plan_would_only_filter(
     assert plan_stage.has_work(spark, root, cfg, 1)
 
 
-def hosts_rows(spark, rows):
-    """hosts rows: (slot, not_before, not_before_reason, crawl_delay), the rest empty."""
+def hosts_rows(spark, rows, **same):
+    """hosts rows: (slot, not_before, not_before_reason, crawl_delay) and the columns ``same``
+    gives every row, the rest empty."""
     from crawllib.schemas import HOSTS
 
     full = [
         {**{f.name: None for f in HOSTS.fields}, "slot": slot, "not_before": nb,
-         "not_before_reason": why, "crawl_delay": cd}
+         "not_before_reason": why, "crawl_delay": cd, **same}
         for slot, nb, why, cd in rows
     ]  # fmt: skip
     return spark.createDataFrame(full, HOSTS)
@@ -496,6 +508,8 @@ def test_plan_appends_new_urls_to_crawldb_and_merges_when_a_known_url_changes(sp
     fetched = tables.read(spark, root, "crawldb").where(F.col("next_gen") == 0)
     update = {"status": "'fetched'", "last_gen": "0", "next_gen": "NULL"}
     tables.merge(spark, fetched, root, "crawldb", keys=["url_key"], update=update, insert=False)
+    # a fetch made up in crawldb alone: plan is to count it from there (an older root's case)
+    tables.set_property(spark, root, "hosts", tables.TOTALS_PROPERTY, None)
     # gen 1: a new URL of a.test ranks first (depth 0), so the known p[1] is past a.test's
     # budget of 3 (2 attempted): a known row changes, which takes the MERGE
     add_frontier(spark, root, 1, [("http://a.test/q", 0, "http://a.test/")])
@@ -561,3 +575,32 @@ def test_plan_counts_list_the_slices_fetch_would_query(
         p.slots >= q.slots and not p.dirty for p, q in zip(planned.todo, queried.todo, strict=True)
     )
     assert queried.todo[0].slots == 3
+
+
+def test_budgets_read_the_hosts_totals_filled_once_from_crawldb_on_an_older_root(
+    spark, spark_cfg, tmp_path, new_root
+):
+    root = new_root
+    cfg = replace(spark_cfg, generate__host_budget=3, crawl__max_depth=3)
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("".join(f"http://a.net/{i}\n" for i in range(3)) + "http://b.net/\n")
+    seed(spark, root, str(seeds), cfg, 0)
+    # two URLs of a.net were tried in an earlier generation, by a crawllib whose hosts table
+    # had no totals: the property is unset, no hosts row counts them
+    tried = {"status": "'fetched'", "last_gen": "0", "next_gen": "NULL", "attempts": "1"}
+    two = tables.read(spark, root, "crawldb").where(
+        F.col("url").isin("http://a.net/0", "http://a.net/1")
+    )
+    tables.merge(spark, two, root, "crawldb", keys=["url_key"], update=tried, insert=False)
+    tables.set_property(spark, root, "hosts", tables.TOTALS_PROPERTY, None)
+    add_frontier(spark, root, 1, [(f"http://a.net/n{i}", 1, "http://a.net/0") for i in range(2)])
+
+    counts = plan_stage.run(StageRun(spark, root, cfg, 1))
+    hosts = {r["slot"]: r for r in tables.read(spark, root, "hosts").collect()}
+    assert {s: (r["urls_tried"], r["domain"]) for s, r in hosts.items()} == {"a.net": (2, "a.net")}
+    assert tables.property_of(spark, root, "hosts", tables.TOTALS_PROPERTY) == "complete"
+    # a.net: 2 used, so one of a.net/2 and the two new URLs fits the budget of 3
+    assert (counts.planned, counts.filtered_budget) == (2, 2)  # and b.net/
+    # plans by another key have slots that are not hosts: the totals are marked incomplete
+    plan_stage.run(StageRun(spark, root, replace(cfg, politeness__key="domain"), 2))
+    assert tables.property_of(spark, root, "hosts", tables.TOTALS_PROPERTY) is None

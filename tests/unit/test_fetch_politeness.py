@@ -22,10 +22,12 @@ from test_fetch_support import (
     crawl,
     crawl_with_hosts,
     gaps,
+    row,
     starts,
 )
 
 from crawllib.config import replace
+from crawllib.fetch import fetch_rows
 
 EXACT = 0.001  # wall clock (fetched_at) against the loop's monotonic clock
 
@@ -160,6 +162,7 @@ def test_retry_after_is_honoured_in_full_or_defers_the_host():
         assert long["not_before_reason"] == "retry_after"
         assert long["not_before"] - fetches["http://long.test/a"]["fetched_at"] >= 3600 - 1
         assert (long["http_failures"], long["delay_source"]) == (1, "backoff")
+        assert long["slice_urls_tried"] == 1  # deferred URLs were not tried
 
         # the next call, from that state: no request at all to long.test
         hits = len(server.hits_of("long.test"))
@@ -180,7 +183,8 @@ def test_the_next_call_spaces_its_first_request_from_the_last_one():
         assert state["last_request_at"] == pytest.approx(
             fetches["http://a.test/1"]["fetched_at"], abs=0.05
         )
-        assert (state["slice_urls"], state["slice_pages"]) == (1, 1)
+        assert (state["slice_urls"], state["slice_pages"], state["slice_urls_tried"]) == (1, 1, 1)
+        assert state["domain"] == "a.test"
         assert state["slice_bytes"] > 0 and state["addresses"] == ["127.0.0.1"]
         fetches, _, _ = crawl_with_hosts(["http://a.test/2"], cfg, robots_rows, host_rows=[state])
         hits = server.hits_of("a.test")
@@ -270,3 +274,13 @@ def test_hosts_sharing_an_address_have_a_capped_number_of_requests_in_flight():
         assert peak_on_shared(1) == 1
         assert peak_on_shared(2) == 2
         assert peak_on_shared(0) == 3  # no cap: one request per host at once
+
+
+def test_only_a_urls_first_attempt_counts_as_tried():
+    with LocalWeb() as server:
+        cfg = config(server.resolve("a.test"))
+        rows = [row("http://a.test/1"), row("http://a.test/2", attempts=2)]
+        rows.append(row("http://a.test/3", attempts=0))
+        records = list(fetch_rows(rows, cfg, ()))
+    (host,) = [r for r in records if r["record"] == "host"]
+    assert (host["slice_urls"], host["slice_urls_tried"]) == (3, 2)
