@@ -22,6 +22,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (0: any)")
     parser.add_argument("--fanout", type=int, default=2, help="children per page (default 2)")
     parser.add_argument("--no-special", action="store_true", help="regular hosts only")
+    parser.add_argument(
+        "--addresses", type=int, default=1, help="loopback addresses served (127.0.0.1 .. N)"
+    )
     parser.add_argument("--log", default="", help="write the request log here on exit (JSONL)")
     args = parser.parse_args(argv)
     spec = WebSpec(
@@ -30,6 +33,7 @@ def main(argv: list[str] | None = None) -> None:
         pages_per_host=args.pages,
         fanout=args.fanout,
         special=not args.no_special,
+        addresses=args.addresses,
     )
     try:
         asyncio.run(_serve(spec, args.port, args.log))

@@ -64,6 +64,9 @@ class WebSpec:
     flaky_failures: int = 2  # flaky.net/flaky.html answers 503 this many times per URL, then 200
     big_body_bytes: int = 40 * 1024 * 1024  # bigbody.net/big.html
     bomb_bytes: int = 1 << 30  # gzipbomb.org/bomb.html inflates to this many zero bytes
+    # loopback addresses served (127.0.0.1 .. 127.0.0.N, one port): regular host i is on
+    # address i mod N, so with more hosts than addresses some share one; special hosts on .1
+    addresses: int = 1
 
 
 def regular_host_name(i: int) -> str:

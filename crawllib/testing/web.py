@@ -54,6 +54,7 @@ class LogRecord:
     path_qs: str
     status: int
     user_agent: str = ""
+    address: str = LOOPBACK  # the server address the request reached
 
 
 def host_of(header: str) -> str:
@@ -85,9 +86,10 @@ class TestWeb:
         server = web.Server(self._handle, access_log=None)
         self._runner = web.ServerRunner(server, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, LOOPBACK, self.port)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        for address in self.addresses:  # all of 127.0.0.0/8 is local on Linux
+            site = web.TCPSite(self._runner, address, self.port)
+            await site.start()
+            self.port = self._runner.addresses[0][1]
         return self
 
     async def stop(self) -> None:
@@ -110,9 +112,19 @@ class TestWeb:
         """``http://host/`` for every host (regular first, then special)."""
         return self.site.seeds()
 
+    @property
+    def addresses(self) -> list[str]:
+        """The loopback addresses served (WebSpec.addresses)."""
+        return [f"127.0.0.{i + 1}" for i in range(max(1, self.spec.addresses))]
+
+    def address_of(self, host: str) -> str:
+        """The address ``host`` is served from: regular host i on address i mod N."""
+        index = self.site.regular.index(host) if host in self.site.regular else 0
+        return self.addresses[index % len(self.addresses)]
+
     def resolve_map(self, port: int | None = None) -> dict[str, str]:
-        """``{host: "127.0.0.1:PORT"}`` for every host: the crawler's ``network.resolve``."""
-        return {h: f"{LOOPBACK}:{port or self.port}" for h in self.site.hosts}
+        """``{host: "ADDRESS:PORT"}`` for every host: the crawler's ``network.resolve``."""
+        return {h: f"{self.address_of(h)}:{port or self.port}" for h in self.site.hosts}
 
     @property
     def resolve(self) -> dict[str, str]:
@@ -163,6 +175,7 @@ class TestWeb:
             status = resp.status if resp.prepared or not self._dropped(request) else 0
             return resp
         finally:
+            sockname = request.transport.get_extra_info("sockname") if request.transport else None
             record = LogRecord(
                 start,
                 time.time(),
@@ -170,6 +183,7 @@ class TestWeb:
                 request.raw_path,
                 status,
                 request.headers.get("User-Agent", ""),
+                sockname[0] if sockname else LOOPBACK,
             )
             with self._lock:
                 self._log.append(record)

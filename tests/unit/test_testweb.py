@@ -471,3 +471,26 @@ def test_command_line_writes_its_request_log_when_terminated(tmp_path):
         200,
         "probe",
     )
+
+
+def test_hosts_are_served_from_several_loopback_addresses_some_shared():
+    spec = WebSpec(hosts=5, addresses=2, special=True)
+    with serve_in_thread(spec) as web:
+        resolve = web.resolve
+        assert {resolve[h].rsplit(":", 1)[0] for h in web.site.regular} == {
+            "127.0.0.1",
+            "127.0.0.2",
+        }
+        assert resolve["site1.com"] == f"127.0.0.2:{web.port}"  # regular host 1 of 5
+        assert resolve["redirects.com"].startswith("127.0.0.1:")  # special hosts: .1
+        for host in ("site0.net", "site1.com"):
+            address = resolve[host].rsplit(":", 1)[0]
+            conn = http.client.HTTPConnection(address, web.port, timeout=10)
+            conn.request("GET", "/", headers={"Host": host})
+            assert conn.getresponse().status == 200
+            conn.close()
+        log = web.log
+    assert [(r.host, r.address) for r in log] == [
+        ("site0.net", "127.0.0.1"),
+        ("site1.com", "127.0.0.2"),
+    ]
