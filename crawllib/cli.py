@@ -14,12 +14,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from crawllib.config import Config, ConfigError, load_config
-from crawllib.errors import USER_ERRORS
+from crawllib.errors import USER_ERRORS, BadRoot
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -102,7 +103,8 @@ def cmd_seed(args: argparse.Namespace, cfg: Config) -> int:
     gen = generations.next_seed_gen(generations.stage_states(spark, args.root))
     report = seeding.seed(spark, args.root, args.file, cfg, gen)
     for r in report.rejected:
-        print(f"{r.where}: invalid seed {r.text!r}: {r.reason}", file=sys.stderr)
+        text = r.text if len(r.text) <= 100 else r.text[:100] + f"... ({len(r.text)} chars)"
+        print(f"{r.where}: invalid seed {text!r}: {r.reason}", file=sys.stderr)
     print(
         f"seeded generation {report.gen}: {report.read} read, {report.valid} valid, "
         f"{len(report.rejected)} invalid, {report.added} new "
@@ -118,7 +120,7 @@ def cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import tables
     from crawllib.errors import QueryRefused
     from crawllib.output import WRITERS
-    from crawllib.readonly import check_query
+    from crawllib.readonly import check_query, first_line
 
     spark = _crawl_session(cfg, args.root)
     check_query(spark, args.root, args.query)  # before Spark runs anything of it
@@ -130,7 +132,12 @@ def cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
     if args.limit is not None:
         df = df.limit(args.limit)
     rows = (tuple(r) for r in df.toLocalIterator())
-    WRITERS[args.format](df.columns, rows, sys.stdout)
+    try:
+        WRITERS[args.format](df.columns, rows, sys.stdout)
+    except Exception as exc:  # the query failed while it ran (a bad cast, say)
+        if not type(exc).__module__.startswith(("pyspark", "py4j")):
+            raise
+        raise QueryRefused(f"the query failed: {first_line(exc)}") from None
     return 0
 
 
@@ -234,16 +241,36 @@ def cmd_run(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
-@command("status", "print each generation's stages: state, time, counts, items/s", _root)
+def _status_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+
+
+@command("status", "print each generation's stages: state, time, counts, items/s", _status_args)
 def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import pipeline
-    from crawllib.output import write_table
+    from crawllib.output import WRITERS
 
     spark = _crawl_session(cfg, args.root)
-    write_table(
+    WRITERS[args.format](
         ["gen", "stage", "state", "seconds", "items/s", "counts"],
         pipeline.status_rows(spark, args.root),
+        sys.stdout,
     )
+    return 0
+
+
+def _config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["show"], help="show: print the effective configuration")
+
+
+@command(
+    "config", "show the effective configuration (defaults < --config files < --set)", _config_args
+)
+def cmd_config(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib.config import config_toml
+
+    sys.stdout.write(config_toml(cfg))
     return 0
 
 
@@ -318,7 +345,12 @@ def cmd_accept_state(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="crawl", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="crawl",
+        description=__doc__.splitlines()[0],
+        epilog="Exit status: 0 done, 2 a user error (one line on stderr), 1 anything else.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, cmd in COMMANDS.items():
         p = sub.add_parser(name, help=cmd.help, description=cmd.help)
@@ -361,6 +393,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     cmd = COMMANDS[args.command]
     try:
+        if getattr(args, "root", None):
+            check_root(args.root, cmd.writes)
         if not cmd.writes:
             return cmd.run(args, cfg)
         from crawllib import lease
@@ -372,6 +406,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"crawl {args.command}: {exc}", file=sys.stderr)
         return 2
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("crawllib")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def check_root(root: str, writes: bool) -> None:
+    """BadRoot unless a local ``root`` can be a crawl root: not a file, and for a command
+    that writes, a folder (or the nearest existing parent of one to be made) this user may
+    write. Roots on object stores (scheme://) are left to the store."""
+    if "://" in root:
+        return
+    path = os.path.abspath(root)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise BadRoot(f"{root} is a file, not a folder: a crawl root is a folder")
+    if not writes:
+        return
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise BadRoot(f"{root}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise BadRoot(f"{root}: this user may not write in {existing}")
 
 
 def _command_line(args: argparse.Namespace) -> str:

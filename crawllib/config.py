@@ -492,6 +492,14 @@ def load_config(files: Iterable[str | Path] = (), overrides: Iterable[str] = ())
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"config file {str(path)!r} does not exist") from None
+        except IsADirectoryError:
+            raise ConfigError(f"config file {str(path)!r} is a folder, not a file") from None
+        except PermissionError:
+            raise ConfigError(f"config file {str(path)!r} cannot be read (permission)") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"config file {str(path)!r} is not UTF-8 text (byte {exc.start}): TOML is UTF-8"
+            ) from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
         for section, table in data.items():
@@ -556,6 +564,15 @@ def _toml_value(value: Any) -> str:
             "{" + ", ".join(f"{_toml_value(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
         )
     return repr(value)
+
+
+def config_toml(cfg: Config) -> str:
+    """A configuration as a TOML file that loads back to it (``crawl config show``)."""
+    blocks = [
+        "\n".join([f"[{section}]"] + [f"{k} = {_toml_value(v)}" for k, v in settings.items()])
+        for section, settings in to_dict(cfg).items()
+    ]
+    return "\n\n".join(blocks) + "\n"
 
 
 def defaults_toml() -> str:

@@ -23,5 +23,10 @@ class TableBehind(RuntimeError):
     """A table is at an older Delta version than a stage recorded after committing to it."""
 
 
+class BadRoot(ValueError):
+    """The crawl root cannot be used: a file, not a folder, or a folder this user cannot
+    write to (for a command that writes)."""
+
+
 # What the CLI reports as one line and exit 2 rather than a traceback.
-USER_ERRORS = (StageOrderError, QueryRefused, LeaseHeld, LeaseLost, TableBehind)
+USER_ERRORS = (StageOrderError, QueryRefused, LeaseHeld, LeaseLost, TableBehind, BadRoot)

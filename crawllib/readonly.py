@@ -58,12 +58,12 @@ def check_query(spark: SparkSession, root: str, query: str) -> None:
     try:
         plan = spark._jsparkSession.sessionState().sqlParser().parsePlan(query)
     except Exception as exc:  # py4j wraps ParseException
-        raise QueryRefused(f"cannot parse the query: {_first_line(exc)}") from None
+        raise QueryRefused(f"cannot parse the query: {first_line(exc)}") from None
     guard = _Guard(jvm, root)
     guard.plan(plan)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc)
     for marker in ("ParseException:", "Exception:"):
         if marker in text:

@@ -12,12 +12,14 @@ import dataclasses
 import logging
 import os
 from collections.abc import Iterable, Iterator
+from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from crawllib import tables
 from crawllib.config import Config
+from crawllib.netsafety import host_problem
 from crawllib.schemas import FRONTIER, columns_of
 from crawllib.transforms.plan import queued_rows
 from crawllib.urls import (
@@ -60,6 +62,14 @@ def check_url(text: str, cfg: Config) -> tuple[str | None, str | None]:
     ext = url_extension(url)
     if ext and ext in cfg.crawl.skip_extensions:
         return None, f"extension .{ext} is in crawl.skip_extensions"
+    host = urlsplit(url).hostname or ""
+    # what fetch would refuse before any request (network.resolve's names are trusted there)
+    if host not in {h.lower().strip("[]").rstrip(".") for h in cfg.network.resolve}:
+        problem = host_problem(host, cfg.network.allow_private)
+        if problem:
+            return None, f"fetch would block it ({problem}; see network.allow_private)"
+    if any(label.startswith("-") or label.endswith("-") for label in host.split(".")):
+        return None, "invalid host name (a label starts or ends with '-')"
     return url, None
 
 

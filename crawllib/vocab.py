@@ -165,7 +165,7 @@ class ErrorKind:
 
 
 class BlockedKind:
-    """``error_kind`` of a ``blocked`` row refused by network safety (crawllib.fetch.netsafety):
+    """``error_kind`` of a ``blocked`` row refused by network safety (crawllib.netsafety):
     the address, or the literal host, is one the crawler must not contact."""
 
     METADATA_ADDRESS: Final = "metadata_address"

@@ -29,7 +29,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from crawllib.config import NetworkConfig
-from crawllib.fetch.netsafety import address_problem, host_problem, parse_ip
+from crawllib.netsafety import address_problem, host_problem, parse_ip
 from crawllib.vocab import ErrorKind, Outcome
 
 # lookup(host) -> list of IP address strings; raises OSError when the name does not resolve.

@@ -7,6 +7,7 @@ chains and retries to finish; each test asserts one thing a user of the crawler 
 from __future__ import annotations
 
 import collections
+import json
 from urllib.parse import urlsplit
 
 import pytest
@@ -288,6 +289,9 @@ def test_status_and_run_on_a_finished_crawl_from_the_cli(crawl, capsys):
     out = capsys.readouterr().out
     assert "| gen | stage" in out and "items/s" in out
     assert out.count("| done ") >= 4 * len(crawl["ran"])
+    assert main(["status", crawl["root"], "--format", "json", *sets]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {(r["gen"], r["stage"], r["state"]) for r in rows} >= {(0, "plan", "done")}
     assert main(["run", crawl["root"], "--generations", str(GENERATIONS), *sets]) == 0
     assert "nothing to do" in capsys.readouterr().out
     assert main(["run", crawl["root"], *sets]) == 0

@@ -14,7 +14,8 @@ from crawllib.cli import main
 from crawllib.schemas import TABLES
 from tests.conftest import test_config_overrides
 
-SEEDS = """\
+SEEDS = (
+    """\
 # sample seeds, with cosmetic variants of one URL
 http://Site1.COM:80/a/../b/?z=1&a=2#frag
 http://site1.com/b/?a=2&z=1&utm_source=newsletter
@@ -24,7 +25,11 @@ mailto:someone@site2.org
 not a url
 http://site3.net/photo.JPG
 HTTP://blog.site3.net/2026/11/post.html?sessionid=abc123
+http://169.254.169.254/latest/meta-data/
 """
+    + "not a url either " * 20
+    + "\n"
+)
 
 
 def crawl(*argv: str) -> int:
@@ -101,6 +106,8 @@ def test_seed_normalises_dedups_and_names_invalid_lines(root, tmp_path, capsys):
     assert f"{seeds}:7: invalid seed 'not a url'" in err
     assert f"{seeds}:8:" in err and "skip_extensions" in err
     assert ":2:" not in err and ":9:" not in err
+    assert f"{seeds}:10: invalid seed" in err and "fetch would block it (metadata_address" in err
+    assert "... (339 chars)" in err  # a long rejected line is cut in its message
     assert "3 new" in out
     assert frontier_json(root, capsys) == [
         {"url": "http://blog.site3.net/2026/11/post.html", "depth": 0, "gen": 0},

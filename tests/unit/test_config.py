@@ -129,3 +129,42 @@ def test_a_value_that_means_nothing_fails_at_load_not_in_a_stage():
     for text in ("inf", "+inf", "nan", "-nan"):
         with pytest.raises(ConfigError, match="a finite number"):
             load_config(overrides=[f"politeness.default_delay={text}"])
+
+
+def test_unreadable_config_files_are_one_line_errors(tmp_path, capsys):
+    from crawllib.cli import main
+
+    latin1 = tmp_path / "latin1.toml"
+    latin1.write_bytes('[fetch]\nuser_agent = "caf\xe9"\n'.encode("latin-1"))
+    for path, words in ((latin1, "not UTF-8"), (tmp_path, "is a folder")):
+        with pytest.raises(ConfigError, match=words):
+            load_config([path])
+        assert main(["config", "show", "--config", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1
+
+
+def test_config_show_prints_the_effective_configuration_which_loads_back(tmp_path, capsys):
+    from crawllib.cli import main
+
+    sets = ["--set", "crawl.max_depth=5", "--set", 'network.resolve={"a.net" = "127.0.0.2"}']
+    assert main(["config", "show", *sets]) == 0
+    shown = tmp_path / "shown.toml"
+    shown.write_text(capsys.readouterr().out)
+    cfg = load_config([shown])
+    assert cfg == load_config(overrides=[s for s in sets if s != "--set"])
+    assert cfg.crawl.max_depth == 5 and cfg.network.resolve == {"a.net": "127.0.0.2"}
+
+
+def test_version_and_a_root_that_is_a_file(tmp_path, capsys):
+    from crawllib.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("crawl ")
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a crawl\n")
+    for argv in (["init", str(a_file)], ["status", str(a_file)], ["init", f"{a_file}/crawl"]):
+        assert main(argv) == 2, argv  # before any Spark or lease
+        err = capsys.readouterr().err
+        assert "is a file, not a folder" in err and len(err.strip().splitlines()) == 1

@@ -14,7 +14,7 @@ import pytest
 from crawllib.config import load_config, replace
 from crawllib.fetch.client import parse_content_type, parse_retry_after
 from crawllib.fetch.dns import ResolveError, Resolver, parse_overrides
-from crawllib.fetch.netsafety import address_problem, host_problem
+from crawllib.netsafety import address_problem, host_problem
 
 
 class Clock:

@@ -360,3 +360,26 @@ def test_registered_domain_needs_no_network_and_no_cache_dir(monkeypatch, tmp_pa
 )
 def test_url_extension(url, extension):
     assert url_extension(url) == extension
+
+
+def test_seeds_fetch_would_block_are_refused_with_the_reason():
+    from crawllib.config import load_config, replace
+    from crawllib.seeding import check_url
+
+    cfg = load_config()
+    cases = {
+        "http://127.0.0.1/": "loopback_address",
+        "http://10.1.2.3/x": "private_address",
+        "http://169.254.169.254/latest/meta-data/": "metadata_address",
+        "http://metadata.google.internal/": "metadata_address",
+        "http://localhost:8080/": "loopback_address",
+        "http://-bad-.example.com/": "invalid host name",
+    }
+    for url, reason in cases.items():
+        assert check_url(url, cfg)[0] is None and reason in check_url(url, cfg)[1], url
+    assert check_url("http://site1.com/", cfg) == ("http://site1.com/", None)
+    # what fetch lets through, seeding does too: private addresses allowed, trusted names
+    open_cfg = replace(cfg, network__allow_private=True)
+    assert check_url("http://10.1.2.3/x", open_cfg) == ("http://10.1.2.3/x", None)
+    trusted = replace(cfg, network__resolve={"127.0.0.1": "127.0.0.1"})
+    assert check_url("http://127.0.0.1/", trusted) == ("http://127.0.0.1/", None)
