@@ -81,7 +81,7 @@ def run(run: StageRun) -> ParseResult:
         texts = kept.select(*TEXTS.fieldNames()).unionByName(texts_of(extracted))
         texts_counts, links_counts = tables.in_parallel(
             run.spark,
-            lambda: _write_texts(run, texts, replace),
+            lambda: _write_texts(run, texts, replace, None if new else stored),
             lambda: _write_frontier(run, pages.select("url_key", "depth")),
         )
     finally:
@@ -102,10 +102,14 @@ def _write_links(run: StageRun, extracted: DataFrame, keep_stored: bool) -> None
     tables.replace_where(links, run.root, "links", f"gen = {run.gen}")
 
 
-def _write_texts(run: StageRun, texts: DataFrame, replace: bool) -> dict[str, int]:
+def _write_texts(
+    run: StageRun, texts: DataFrame, replace: bool, stored: DataFrame | None = None
+) -> dict[str, int]:
     """texts of gen (``texts``: unmarked, or marked by an earlier run), duplicates marked
     against earlier generations only; their counts. replace: the table may hold rows of gen
-    (the fetch's, an earlier run's), else they are appended."""
+    (the fetch's, an earlier run's), else they are appended. stored: given when ``texts`` are
+    exactly the stored rows of gen (parse extracted nothing): if nothing is marked now and
+    none of them is marked, they are already what would be written, and are not rewritten."""
     gen, cfg = run.gen, run.cfg
     prior = run.read("texts").where(F.col("gen") < gen)
     unmarked = texts.withColumns(
@@ -144,7 +148,15 @@ def _write_texts(run: StageRun, texts: DataFrame, replace: bool) -> dict[str, in
                 F.count_if(F.col("duplicate_kind") == DuplicateKind.NEAR).alias("near_duplicates"),
             )
         )
-        if replace:
+        duplicates = int(row["exact_duplicates"] or 0) + int(row["near_duplicates"] or 0)
+        as_stored = (
+            stored is not None
+            and not duplicates
+            and stored.where(F.col("duplicate_of").isNotNull()).isEmpty()
+        )
+        if as_stored:
+            log.info("parse gen %d: no duplicates; the fetch's texts rows stay as they are", gen)
+        elif replace:
             tables.replace_where(marked, run.root, "texts", f"gen = {gen}")
         else:
             tables.append(marked, run.root, "texts")

@@ -180,7 +180,9 @@ def test_a_fetch_task_killed_mid_slice_is_retried_without_a_short_gap(
 ):
     root = str(tmp_path / "crawl")
     shutil.copytree(template_root, root)
-    delay, pages, hosts = 3.0, 3, ("one.net", "two.net")
+    # The retry starts about a second after the kill here: a delay well above that is what
+    # tells a retry that waits from one that does not (it fails with retried=False).
+    delay, pages, hosts = 2.5, 2, ("one.net", "two.net")
     killed: list[int] = []
     with LocalWeb() as server:
 
