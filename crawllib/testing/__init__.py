@@ -7,6 +7,11 @@ same bytes in every run, from a few hosts to hundreds of hosts and ~100k pages.
 * :mod:`crawllib.testing.site` - :class:`WebSpec`, regular hosts, link graph, link forms;
 * :mod:`crawllib.testing.special` - the special hosts (robots variants, traps, mirrors,
   errors...), with a table of each host's behaviour and paths;
+* :mod:`crawllib.testing.live` - the changing hosts ``live<i>.com`` (``WebSpec.changing_hosts``,
+  none by default): pages that change hourly, daily, weekly, never, at random or only in their
+  boilerplate, with or without ETag / Last-Modified, as of a clock tests set
+  (``TestWeb.set_now``); :mod:`crawllib.testing.changes` - their schedules and ground truth
+  (``text_version``, ``expected_changes``...);
 * :mod:`crawllib.testing.web` - :class:`TestWeb` (async) and :func:`serve_in_thread` (sync);
 * :mod:`crawllib.testing.truth` - ``expected_fetches`` / ``expected_attempts``: what a correct
   crawl fetches, computed from the generator with independent URL and robots rules.
@@ -16,6 +21,7 @@ A crawler reaches the virtual hosts through its static resolve map, ``web.resolv
 ``python -m crawllib.testing --hosts 20 --port 8080`` serves until Ctrl-C.
 """
 
+from crawllib.testing.changes import changing_host_name, changing_urls
 from crawllib.testing.site import Site, WebSpec, regular_host_name
 from crawllib.testing.special import SPECIAL_HOSTS
 from crawllib.testing.truth import (
@@ -36,6 +42,8 @@ __all__ = [
     "TestWeb",
     "WebSpec",
     "canonical_url",
+    "changing_host_name",
+    "changing_urls",
     "expect",
     "expected_attempts",
     "expected_fetches",

@@ -1,6 +1,11 @@
 """``python -m crawllib.testing --hosts 20 --port 8080``: serve the test web until Ctrl-C (or
 SIGTERM); with ``--log FILE``, its request log is written there on the way out, one JSON object
-(:class:`crawllib.testing.web.LogRecord`) per line."""
+(:class:`crawllib.testing.web.LogRecord`) per line.
+
+``--changing-hosts N`` adds the hosts whose pages change with time (live0.com ...); they answer
+as of the clock ``--now T`` (epoch seconds; default the real time), which
+``GET /__testweb/now?t=<epoch seconds>`` (any Host; ``t=`` empty: the real time) sets while the
+server runs: ``curl 'http://127.0.0.1:8080/__testweb/now?t=1767225600'``."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import signal
 
 from crawllib.testing.audit import write_log
 from crawllib.testing.site import WebSpec
-from crawllib.testing.web import TestWeb
+from crawllib.testing.web import CONTROL_NOW, TestWeb
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,6 +31,13 @@ def main(argv: list[str] | None = None) -> None:
         "--addresses", type=int, default=1, help="loopback addresses served (127.0.0.1 .. N)"
     )
     parser.add_argument("--log", default="", help="write the request log here on exit (JSONL)")
+    parser.add_argument(
+        "--changing-hosts", type=int, default=0, help="hosts whose pages change (live<i>.com)"
+    )
+    parser.add_argument("--changing-pages", type=int, default=40, help="pages per changing host")
+    parser.add_argument(
+        "--now", type=float, default=None, help="clock of changing pages (epoch s; default real)"
+    )
     args = parser.parse_args(argv)
     spec = WebSpec(
         seed=args.seed,
@@ -34,15 +46,18 @@ def main(argv: list[str] | None = None) -> None:
         fanout=args.fanout,
         special=not args.no_special,
         addresses=args.addresses,
+        changing_hosts=args.changing_hosts,
+        changing_pages=args.changing_pages,
     )
     try:
-        asyncio.run(_serve(spec, args.port, args.log))
+        asyncio.run(_serve(spec, args.port, args.log, args.now))
     except KeyboardInterrupt:
         pass
 
 
-async def _serve(spec: WebSpec, port: int, log: str = "") -> None:
+async def _serve(spec: WebSpec, port: int, log: str = "", now: float | None = None) -> None:
     web = TestWeb(spec, port)
+    web.set_now(now)
     await web.start()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -52,6 +67,8 @@ async def _serve(spec: WebSpec, port: int, log: str = "") -> None:
         print(f"[network]\nresolve = {{ {resolve} }}\n")
         first = web.hosts[0]
         print(f"# try: curl -H 'Host: {first}' {web.base_url}/")
+        if spec.changing_hosts:
+            print(f"# set the clock: curl '{web.base_url}{CONTROL_NOW}?t=<epoch seconds>'")
         print("# Ctrl-C stops", flush=True)
         await stop.wait()
     finally:

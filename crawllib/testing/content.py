@@ -25,7 +25,9 @@ class Route:
     (a ``flaky`` URL fails first, then answers ``status``). ``links`` are the ``href`` values
     of the page, in document order, exactly as written in the HTML. ``behaviour`` names what
     the server adds on top (slow, trickle, flaky, first429, drop, drop_early, big, bomb).
-    ``body`` renders the bytes; only the server calls it.
+    ``body`` renders the bytes; only the server calls it. A ``conditional`` route answers 304
+    without a body to a request whose If-None-Match or If-Modified-Since matches the ETag or
+    Last-Modified in ``headers`` (see :func:`crawllib.testing.live.not_modified`).
     """
 
     status: int = 200
@@ -35,6 +37,7 @@ class Route:
     headers: tuple[tuple[str, str], ...] = ()
     behaviour: str = ""
     body: Callable[[], bytes] | None = None
+    conditional: bool = False
 
     @property
     def is_redirect(self) -> bool:
@@ -133,8 +136,11 @@ def article_html(
     footer: Sequence[Link] = (),
     sections: int | None = None,
     lead: str = "",
+    aside: str = "",
 ) -> str:
     """An article page: nav, title, byline, sections of prose with links, footer.
+
+    ``aside`` is HTML put between the article and the footer as is (a sidebar, no links).
 
     The ``href`` values appear in the order nav, body_links, footer (see :func:`hrefs`).
     """
@@ -164,6 +170,7 @@ def article_html(
         out.append("<ul>" + "".join(f"<li>{_a(link)}</li>" for link in body_links) + "</ul>")
     out += [
         "</article></main>",
+        *([aside] if aside else []),
         '<footer><p class="legal">Copyright 2026 '
         + _esc(host)
         + ". All rights reserved.</p>"

@@ -15,16 +15,19 @@ host's robots.txt disallows ``/cgi-bin/``, which every home page links to.
 Host names use real public suffixes; host i is ``site<i>.net``, ``site<i>.com``,
 ``www.site<i>.org``, ``blog.site<i>.net``, ``a.shared<k>.org`` or ``b.shared<k>.org`` (i mod 6;
 the last two share a registered domain, ``shared.org`` for k = 0). Special hosts are listed
-in :mod:`crawllib.testing.special`.
+in :mod:`crawllib.testing.special`; the changing hosts ``live<i>.com`` (``changing_hosts``,
+none by default), whose pages change on known schedules, in :mod:`crawllib.testing.live`.
+Every host but the changing ones serves the same bytes at any time.
 """
 
 from __future__ import annotations
 
 import random
 import re
+import time
 from dataclasses import dataclass
 
-from crawllib.testing import special
+from crawllib.testing import changes, live, special
 from crawllib.testing.content import (
     NOT_FOUND,
     WORDS,
@@ -67,6 +70,8 @@ class WebSpec:
     # loopback addresses served (127.0.0.1 .. 127.0.0.N, one port): regular host i is on
     # address i mod N, so with more hosts than addresses some share one; special hosts on .1
     addresses: int = 1
+    changing_hosts: int = 0  # live0.com ...: pages that change with the clock (see live)
+    changing_pages: int = 40  # /c/0.html .. /c/<n-1>.html on each changing host
 
 
 def regular_host_name(i: int) -> str:
@@ -97,15 +102,20 @@ class Site:
         self.special = list(special.SPECIAL_HOSTS) if self.spec.special else []
         if not self.regular:  # nothing to mirror
             self.special = [h for h in self.special if h != "mirror.net"]
-        self.hosts = self.regular + self.special
+        self.changing = [changes.changing_host_name(i) for i in range(self.spec.changing_hosts)]
+        self.hosts = self.regular + self.special + self.changing
         self._special = set(self.special)
+        self._changing = set(self.changing)
 
     def seeds(self) -> list[str]:
         """Home page URL of every host."""
         return [f"http://{h}/" for h in self.hosts]
 
-    def route(self, host: str, path: str, query: str = "", nonce: str = "") -> Route:
-        """The response for ``http://host/path?query``; ``nonce`` is fresh per request (sessions).
+    def route(
+        self, host: str, path: str, query: str = "", nonce: str = "", now: float | None = None
+    ) -> Route:
+        """The response for ``http://host/path?query``; ``nonce`` is fresh per request (sessions);
+        ``now`` (epoch seconds, default ``time.time()``) is the time changing hosts answer as of.
 
         The host is matched case-insensitively without port; ``;param`` path parameters
         (``;jsessionid=...``) are ignored.
@@ -116,6 +126,9 @@ class Site:
             return self.regular_route(self._index[host], path)
         if host in self._special:
             return special.route(self, host, path, query, nonce) or NOT_FOUND
+        if host in self._changing:
+            when = time.time() if now is None else now
+            return live.route(self.spec, host, path, when) or NOT_FOUND
         return NOT_FOUND
 
     def regular_route(self, i: int, path: str) -> Route:

@@ -2,7 +2,8 @@
 
 Every special host's home page ``/`` is a 200 HTML page linking (root-relative) to the paths
 in the "linked from /" column; other paths answer 404 unless listed. robots.txt allows
-everything unless the table says otherwise.
+everything unless the table says otherwise. Special hosts serve the same bytes at any time;
+the hosts whose pages change with the clock (``live<i>.com``) are in :mod:`crawllib.testing.live`.
 
 | host | behaviour | linked from ``/`` (and other served paths) |
 |---|---|---|

@@ -33,7 +33,9 @@ content type ``text/html``, for a client that retries failures in later attempts
 includes flaky.net/flaky.html (503 twice, then 200), ratelimit.com/limited.html (429 once),
 soft 404, slow and trickled pages, the 40 MiB body and the gzip bomb (200 HTML, a crawler
 truncates them), charset and broken-HTML pages, redirect targets; and excludes 4xx/5xx,
-dropped connections, redirecting URLs themselves and non-HTML bodies.
+dropped connections, redirecting URLs themselves and non-HTML bodies. Pages of the changing
+hosts are 200 HTML with the same links at any time, so they count whatever the clock; when
+and how often their texts change is :mod:`crawllib.testing.changes`.
 """
 
 from __future__ import annotations

@@ -5,6 +5,14 @@ by :meth:`Site.route` on each request, plus the behaviour the route names (slow,
 flaky, first429, drop, drop_early, big, bomb), which only this module implements. Every
 request, robots.txt and errors included, is appended to :attr:`TestWeb.log`.
 
+The changing hosts (:mod:`crawllib.testing.live`) answer as of the web's clock, which tests
+set: ``web.set_now(t)`` (epoch seconds; None: the real time) or, from another process (the
+``python -m crawllib.testing`` server), the control request ``GET /__testweb/now?t=<epoch
+seconds>`` on any Host (``t=`` empty: back to the real time), answered 204 (400 for a bad or
+missing ``t``), never linked from any page and not logged. Only page versions follow this
+clock; slow and flaky behaviours and the request log keep the wall clock. ``full`` validator
+pages answer a matching conditional request 304, with ETag and Last-Modified and no body.
+
 Async use::
 
     web = TestWeb(WebSpec(hosts=5))
@@ -24,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import secrets
 import threading
 import time
@@ -33,12 +42,13 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from crawllib.testing import truth
+from crawllib.testing import live, truth
 from crawllib.testing.content import HTML, Route, status_route
 from crawllib.testing.payloads import big_body_chunks, gzip_bomb
 from crawllib.testing.site import Site, WebSpec
 
 LOOPBACK = "127.0.0.1"
+CONTROL_NOW = "/__testweb/now"  # GET ?t=<epoch seconds> sets the clock, ?t= resets it
 logger = logging.getLogger(__name__)
 
 
@@ -80,6 +90,7 @@ class TestWeb:
         self._lock = threading.Lock()
         self._hits: Counter[tuple[str, str]] = Counter()
         self._runner: web.ServerRunner | None = None
+        self._now: float | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> TestWeb:
@@ -150,6 +161,16 @@ class TestWeb:
         with self._lock:
             self._hits.clear()
 
+    # -- the clock of page versions ------------------------------------------------------------
+    def set_now(self, t: float | None) -> None:
+        """Serve changing pages as of ``t`` (epoch seconds) from now on; None: the real time."""
+        self._now = t
+
+    def now(self) -> float:
+        """The time changing pages are served as of (set_now, else ``time.time()``)."""
+        t = self._now
+        return time.time() if t is None else t
+
     # -- ground truth (see crawllib.testing.truth) ---------------------------------------------
     def expected_fetches(
         self, max_depth: int, agent: str = "crawllib", seeds: list[str] | None = None
@@ -163,6 +184,8 @@ class TestWeb:
 
     # -- serving -----------------------------------------------------------------------------
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.path == CONTROL_NOW and request.method == "GET":
+            return self._control_now(request)  # not traffic of the web: not logged
         start = time.time()
         host = host_of(request.headers.get("Host", ""))
         status = 0
@@ -188,13 +211,32 @@ class TestWeb:
             with self._lock:
                 self._log.append(record)
 
+    def _control_now(self, request: web.BaseRequest) -> web.Response:
+        value = request.query.get("t")
+        if value is None:
+            return web.Response(status=400, text="t=<epoch seconds> or t= (real time)\n")
+        if not value.strip():
+            self.set_now(None)
+            return web.Response(status=204)
+        try:
+            t = float(value)
+        except ValueError:
+            t = math.nan
+        if not math.isfinite(t):
+            return web.Response(status=400, text=f"not a time: {value!r}\n")
+        self.set_now(t)
+        return web.Response(status=204)
+
     @staticmethod
     def _dropped(request: web.BaseRequest) -> bool:
         transport = request.transport
         return transport is None or transport.is_closing()
 
     async def _respond(self, request: web.BaseRequest, host: str) -> web.StreamResponse:
-        route = self.site.route(host, request.path, request.query_string, secrets.token_hex(8))
+        nonce = secrets.token_hex(8)
+        route = self.site.route(host, request.path, request.query_string, nonce, self.now())
+        if route.conditional and live.not_modified(route.headers, request.headers):
+            return web.Response(status=304, headers=dict(route.headers))
         kind = route.behaviour
         if kind in ("flaky", "first429"):
             with self._lock:
