@@ -370,6 +370,12 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="KEY=VALUE",
             help="override one setting, e.g. --set crawl.max_depth=2 (repeatable)",
         )
+        p.add_argument(
+            "--now",
+            default=None,
+            metavar="TIME",
+            help="the crawl's clock for revisits, ISO 8601 (same as --set crawl.now=TIME)",
+        )
         p.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     return parser
 
@@ -387,7 +393,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # PySpark logs a failed query's context as an error; the command reports it in one line.
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
     try:
-        cfg = load_config(args.config, args.overrides)
+        now = [f"crawl.now={args.now}"] if args.now is not None else []
+        cfg = load_config(args.config, [*args.overrides, *now])
     except ConfigError as exc:
         print(f"crawl: configuration error: {exc}", file=sys.stderr)
         return 2

@@ -12,6 +12,7 @@ it as a value and never read files or globals; a type checker follows ``cfg.sect
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import ipaddress
 import math
 import re
@@ -112,8 +113,35 @@ def _check_conf(v: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _check_now(v: str) -> str | None:
+    if not v:
+        return None
+    try:
+        parse_now(v)
+    except ValueError:
+        return "an ISO 8601 time such as 2026-12-01T00:00:00Z, or empty for the real clock"
+    return None
+
+
+def parse_now(text: str) -> float | None:
+    """``crawl.now`` as epoch seconds (a time without an offset is UTC); None when empty."""
+    if not text:
+        return None
+    when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return when.timestamp()
+
+
 @dataclasses.dataclass(frozen=True)
 class CrawlConfig:
+    now: str = setting(
+        "",
+        "the crawl's clock for scheduling revisits (ISO 8601, e.g. 2026-12-01T00:00:00Z): "
+        "what is due and when a visit happened; empty: the real clock (politeness always "
+        "uses the real clock). Tests and simulations set it per generation (--now)",
+        _check_now,
+    )
     max_depth: int = setting(3, "links followed from a seed; deeper URLs are filtered", at_least(0))
     max_url_length: int = setting(2048, "longer URLs are filtered", at_least(16))
     skip_extensions: tuple[str, ...] = setting(
@@ -155,6 +183,47 @@ class GenerateConfig:
     domain_budget: int = setting(
         20000, "URLs fetched per registered domain over the whole crawl", at_least(1)
     )
+    revisit_share: float = setting(
+        0.5,
+        "share of each host's max_per_host reserved for due revisits (the rest for new URLs); "
+        "a kind that needs less leaves its room to the other",
+        lambda v: None if 0 <= v <= 1 else "a number from 0 to 1",
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class RecrawlConfig:
+    policy: Literal["adaptive", "fixed", "never"] = setting(
+        "adaptive",
+        "when a fetched page is due again: adaptive (its interval shrinks when its text "
+        "changed, grows when not), fixed (default_interval_hours), never (no revisits)",
+    )
+    default_interval_hours: float = setting(
+        24.0, "revisit interval after a first visit (and always, with policy fixed)", positive
+    )
+    min_interval_hours: float = setting(1.0, "shortest adaptive revisit interval", positive)
+    max_interval_hours: float = setting(720.0, "longest adaptive revisit interval", positive)
+    inc_rate: float = setting(
+        0.4, "an unchanged visit multiplies the interval by 1 + inc_rate", at_least(0)
+    )
+    dec_rate: float = setting(
+        0.2,
+        "a changed visit multiplies the interval by 1 - dec_rate",
+        lambda v: None if 0 <= v < 1 else "a number from 0 to below 1",
+    )
+    conditional_get: bool = setting(
+        True,
+        "revisit with If-None-Match / If-Modified-Since from the stored validators; a 304 "
+        "keeps the stored version (outcome not_modified)",
+    )
+
+    def __post_init__(self) -> None:
+        if self.min_interval_hours > self.max_interval_hours:
+            raise ConfigError(
+                f"config keys 'recrawl.min_interval_hours' ({self.min_interval_hours}) and "
+                f"'recrawl.max_interval_hours' ({self.max_interval_hours}): the minimum must "
+                "not exceed the maximum"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -344,6 +413,7 @@ class Config:
 
     crawl: CrawlConfig = dataclasses.field(default_factory=CrawlConfig)
     generate: GenerateConfig = dataclasses.field(default_factory=GenerateConfig)
+    recrawl: RecrawlConfig = dataclasses.field(default_factory=RecrawlConfig)
     politeness: PolitenessConfig = dataclasses.field(default_factory=PolitenessConfig)
     robots: RobotsConfig = dataclasses.field(default_factory=RobotsConfig)
     fetch: FetchConfig = dataclasses.field(default_factory=FetchConfig)

@@ -27,6 +27,8 @@ class FetchInput(TypedDict):
     host: NotRequired[str]
     depth: int
     attempts: NotRequired[int | None]  # earlier attempts (crawldb); none or 0: its first
+    etag: NotRequired[str | None]  # the stored version's validators: a revisit's conditional GET
+    last_modified: NotRequired[str | None]
 
 
 class Link(TypedDict):
@@ -82,6 +84,8 @@ class FetchRecord(TypedDict):
     retry_after: float | None
     extracted: Extracted | None  # a kept page's extraction when fetch.extract is on
     source_url: str | None  # the page whose link the task followed to this URL (fetch.follow)
+    etag: str | None  # the answer's validators (ETag, Last-Modified)
+    last_modified: str | None
 
 
 class RobotsRecord(TypedDict):

@@ -59,6 +59,15 @@ FRONTIER = struct_of(
 
 # Every known URL: the crawl's whole state. status: queued, fetched, redirected, gone, failed,
 # dead, robots_denied, blocked, duplicate, filtered. reason says why (e.g. "depth", "budget").
+# attempts: attempts of the current visit (a revisit starts again from 0). content_hash: the
+# SHA-256 of the stored version's extracted text. The revisit schedule (crawllib.schedule):
+# fetched_at, the last visit that reached the page (ok or not_modified; the crawl's clock,
+# crawl.now, when set); fetch_interval (seconds) and where it came from (interval_source:
+# crawllib.vocab.IntervalSource); next_fetch_at = fetched_at + fetch_interval, when plan takes
+# it again; etag and last_modified, the validators of the stored version (conditional GET);
+# visits_changed / visits_unchanged: revisits whose text differed from / matched the stored
+# version (a 304 is unchanged); changed_at: the visit that found the stored version (its first
+# visit, or the last revisit that found the text changed).
 CRAWLDB = struct_of(
     ("url_key", L),
     ("url", S),
@@ -74,11 +83,21 @@ CRAWLDB = struct_of(
     ("http_status", I),
     ("content_hash", S),
     ("updated_at", T),
+    ("fetched_at", T),
+    ("fetch_interval", D),
+    ("next_fetch_at", T),
+    ("interval_source", S),
+    ("etag", S),
+    ("last_modified", S),
+    ("visits_changed", I),
+    ("visits_unchanged", I),
+    ("changed_at", T),
 )
 
 # What plan chose for a generation: the fetch stage's input. slot: the politeness key value
 # (host, registered domain or server address); slice: commit group (each slot's URLs dealt
-# round-robin over the slices); attempts: the URL's earlier attempts (crawldb), 0 for its first.
+# round-robin over the slices); attempts: the URL's earlier attempts (crawldb), 0 for its first;
+# etag, last_modified: the stored version's validators, sent as a conditional GET (revisits).
 FETCHLIST = struct_of(
     ("gen", I),
     ("slice", I),
@@ -89,6 +108,8 @@ FETCHLIST = struct_of(
     ("depth", I),
     ("slot", S),
     ("attempts", I),
+    ("etag", S),
+    ("last_modified", S),
 )
 
 # What identifies a fetched URL in the rows of a fetch slice (fetches and pages).
@@ -102,7 +123,7 @@ FETCHED_URL: tuple[tuple[str, DataType], ...] = (
 )
 
 # Every fetch attempt, failures included. outcome: crawllib.vocab.Outcome. slice: the commit
-# slice (group of hosts) that wrote the row.
+# slice (group of hosts) that wrote the row. etag, last_modified: the answer's validators.
 FETCHES = struct_of(
     *FETCHED_URL,
     ("outcome", S),
@@ -117,6 +138,8 @@ FETCHES = struct_of(
     ("ip", S),
     ("retry_after", D),
     ("source_url", S),
+    ("etag", S),
+    ("last_modified", S),
 )
 
 # Raw HTML of successful fetches: parse can be rerun without refetching.

@@ -31,6 +31,11 @@ class Outcome:
     BLOCKED: Final = "blocked"
     ERROR: Final = "error"
     DEFERRED: Final = "deferred"
+    NOT_MODIFIED: Final = "not_modified"  # 304 to a conditional GET: the stored version stays
+
+
+# Outcomes of a successful visit: the URL's stored version is current as of the fetch.
+VISITED_OUTCOMES: Final = (Outcome.OK, Outcome.NOT_MODIFIED)
 
 
 class Status:
@@ -50,6 +55,9 @@ class Status:
 
 # Statuses of URLs still to fetch: plan takes them when due (next_gen).
 PENDING_STATUSES: Final = (Status.QUEUED, Status.FAILED)
+# Statuses of URLs that hold a stored version: plan takes them again once next_fetch_at is
+# past (a revisit).
+REVISITED_STATUSES: Final = (Status.FETCHED, Status.DUPLICATE)
 
 
 class FilterReason:
@@ -59,6 +67,14 @@ class FilterReason:
     EXTENSION: Final = "extension"
     LENGTH: Final = "length"
     BUDGET: Final = "budget"
+
+
+class IntervalSource:
+    """``crawldb.interval_source``: what set a URL's ``fetch_interval``."""
+
+    DEFAULT: Final = "default"  # recrawl.default_interval_hours (a first visit, or policy fixed)
+    ADAPTIVE: Final = "adaptive"  # adapted to whether its text changed between visits
+    SITEMAP: Final = "sitemap"  # a sitemap's changefreq
 
 
 class FrontierReason:

@@ -19,7 +19,7 @@ import codecs
 import email.utils
 import time
 import zlib
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -52,6 +52,8 @@ class Fetched:
     fetch_ms: int = 0
     ip: str | None = None
     retry_after: float | None = None
+    etag: str | None = None
+    last_modified: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,19 +88,25 @@ async def fetch_url(
     url: str,
     limits: Limits,
     on_sent: Callable[[], None] | None = None,
+    validators: Mapping[str, str] | None = None,
 ) -> Fetched:
     """GET `url` once. Safety checks of the literal host are the caller's (engine) job; the
     session's resolver checks resolved addresses and raises ResolveError, turned here into a
-    "blocked" or "error"/"dns" result. ``on_sent`` needs the session's :func:`trace_config`."""
+    "blocked" or "error"/"dns" result. ``on_sent`` needs the session's :func:`trace_config`.
+    ``validators`` (:func:`conditional_headers`) make it a conditional GET: a 304 answer is
+    ``not_modified``."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     result = Fetched(outcome=Outcome.ERROR)
     try:
         request = session.get(
-            URL(url, encoded=True), allow_redirects=False, trace_request_ctx=on_sent
+            URL(url, encoded=True),
+            allow_redirects=False,
+            trace_request_ctx=on_sent,
+            headers=validators or None,
         )
         async with request as resp:
-            await _take_response(resp, url, limits, result)
+            await _take_response(resp, url, limits, result, bool(validators))
     except aiohttp.ClientConnectorDNSError as exc:
         cause = exc.__cause__ if isinstance(exc.__cause__, ResolveError) else None
         if cause is not None and cause.blocked:
@@ -142,15 +150,36 @@ def error_kind_of(exc: BaseException) -> str:
     return ErrorKind.INTERNAL
 
 
+def conditional_headers(etag: str | None, last_modified: str | None) -> dict[str, str]:
+    """The request headers of a conditional GET from a stored version's validators (RFC 9110
+    13.1): If-None-Match with the entity tag, If-Modified-Since with the Last-Modified date
+    as the server sent it; none for a value that is empty or holds a control character."""
+    headers = {}
+    for name, value in (("If-None-Match", etag), ("If-Modified-Since", last_modified)):
+        if value and value.strip() and not any(ord(c) < 32 or ord(c) == 127 for c in value):
+            headers[name] = value.strip()
+    return headers
+
+
 async def _take_response(
-    resp: aiohttp.ClientResponse, url: str, limits: Limits, result: Fetched
+    resp: aiohttp.ClientResponse,
+    url: str,
+    limits: Limits,
+    result: Fetched,
+    conditional: bool = False,
 ) -> None:
     result.http_status = resp.status
     result.headers = _headers(resp)
+    result.etag = result.headers.get("etag")
+    result.last_modified = result.headers.get("last-modified")
     result.content_type, result.charset = parse_content_type(resp.headers.get("Content-Type"))
     result.ip = _peer_ip(resp)
     if resp.status in (429, 503) and "Retry-After" in resp.headers:
         result.retry_after = parse_retry_after(resp.headers["Retry-After"], time.time())
+    if resp.status == 304 and conditional:
+        result.outcome = Outcome.NOT_MODIFIED
+        await _discard(resp)
+        return
     if 300 <= resp.status < 400:
         location = resp.headers.get("Location")
         if location:

@@ -13,6 +13,8 @@ a row, never an exception; only errors of the engine itself (or of ``emit``) pro
 outcome      error_kind (None unless listed)
 ok           2xx. body: the bytes (decoded from gzip/deflate) if the media type is in
              fetch.content_types or absent, else None; is_truncated past fetch.max_body_bytes
+not_modified 304 to a conditional GET (a revisit with the stored version's etag or
+             last_modified, recrawl.conditional_get): no body, the stored version stays
 redirect     3xx with Location, not followed; redirect_to = normalised absolute target, or
              None with "bad_location" (unparseable or not http(s))
 http_error   4xx, 5xx (429 and 503 carry retry_after), 3xx without Location ("no_location")
@@ -60,7 +62,13 @@ import aiohttp
 
 from crawllib.config import Config
 from crawllib.extract import extract_record
-from crawllib.fetch.client import Fetched, Limits, fetch_url, trace_config
+from crawllib.fetch.client import (
+    Fetched,
+    Limits,
+    conditional_headers,
+    fetch_url,
+    trace_config,
+)
 from crawllib.fetch.dns import Resolver
 from crawllib.fetch.follow import Follower
 from crawllib.fetch.robots_fetch import RobotsState, classify, fetch_robots, fresh_rows
@@ -320,7 +328,13 @@ class _Run:
             return self._row(row, Outcome.DEFERRED, error_kind=ErrorKind.DEADLINE)
         async with self._address_gate(host):
             fetched_at = self.now()
-            got = await fetch_url(self.session, url, self.limits, slot.sent)  # type: ignore[arg-type]
+            got = await fetch_url(
+                self.session,  # type: ignore[arg-type]
+                url,
+                self.limits,
+                slot.sent,
+                self.validators(row),
+            )
         self._after(slot, got)
         slot.attempted += 1
         if got.ip:
@@ -329,6 +343,13 @@ class _Run:
             slot.pages += 1
             slot.bytes += got.body_bytes
         return self._row(row, got.outcome, got, fetched_at)
+
+    def validators(self, row: Mapping[str, Any]) -> dict[str, str]:
+        """The conditional GET headers of a revisit (recrawl.conditional_get): the stored
+        version's validators, as plan put them in the fetchlist."""
+        if not self.cfg.recrawl.conditional_get:
+            return {}
+        return conditional_headers(row.get("etag"), row.get("last_modified"))
 
     def _held(self, slot: Slot) -> str | None:
         """The error_kind of a deferral if the slot's next request may not start in this
@@ -496,6 +517,8 @@ class _Run:
             "retry_after": got.retry_after,
             "extracted": None,
             "source_url": row.get("source_url"),
+            "etag": got.etag,
+            "last_modified": got.last_modified,
         }
 
 

@@ -30,6 +30,7 @@ the answers of the first run.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 import time
 from typing import ClassVar
@@ -37,8 +38,9 @@ from typing import ClassVar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import tables
-from crawllib.config import Config
+from crawllib import generations, tables
+from crawllib.config import Config, parse_now
+from crawllib.schedule import revisits
 from crawllib.schemas import DNS
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.transforms.fetch import resolved_hosts
@@ -49,6 +51,7 @@ from crawllib.transforms.plan import (
     candidate_hosts,
     count_decisions,
     crawldb_changes,
+    due_revisits,
     held_slots,
     host_totals_from_crawldb,
     is_changed,
@@ -58,12 +61,13 @@ from crawllib.transforms.plan import (
     with_filter_reason,
     with_slot,
 )
-from crawllib.vocab import PENDING_STATUSES, sql_list
+from crawllib.vocab import PENDING_STATUSES, REVISITED_STATUSES, Stage, sql_list
 
 log = logging.getLogger(__name__)
 
-# Only plan's own decisions: a row that left queued/failed since it was read is not touched.
-_MERGE_GUARD = f"t.status IN ({sql_list(PENDING_STATUSES)})"
+# Only plan's own decisions: a row that left the statuses plan takes since it was read is not
+# touched.
+_MERGE_GUARD = f"t.status IN ({sql_list(PENDING_STATUSES + REVISITED_STATUSES)})"
 _MERGE_UPDATE = {c: f"s.{c}" for c in ("status", "reason", "next_gen", "updated_at")}
 
 
@@ -72,7 +76,8 @@ class PlanResult(StageResult):
     """candidates: URLs considered; planned: in the fetchlist; filtered_*: filtered now, by
     reason; deferred_cap: over the per-host cap, left for gen + 1; deferred_held: of slots the
     hosts table holds back, left for gen + 1 without an attempt; hosts: hosts planned;
-    slices: the fetchlist's slices (0 .. slices - 1, none empty)."""
+    revisits: planned URLs that have a stored version (due again, or retried); slices: the
+    fetchlist's slices (0 .. slices - 1, none empty)."""
 
     THROUGHPUT: ClassVar[str] = "candidates"
 
@@ -85,6 +90,7 @@ class PlanResult(StageResult):
     deferred_cap: int
     deferred_held: int
     hosts: int
+    revisits: int
     slices: int
 
 
@@ -98,9 +104,10 @@ def run(run: StageRun) -> PlanResult:
     # thread) start after the crawldb commit, its recomputation from the new version chooses
     # the same URLs (Idempotency, above).
     held = held_slots(run.read("hosts"), cfg)
-    addresses = _addresses(run, frontier, crawldb)
+    as_of = clock_of(run)
+    addresses = _addresses(run, frontier, crawldb, as_of)
     used = _budget_use(run, crawldb)
-    decided = plan_decisions(frontier, crawldb, cfg, gen, held, addresses, used).persist()
+    decided = plan_decisions(frontier, crawldb, cfg, gen, held, addresses, used, as_of).persist()
     try:
         # One action for the three one-row aggregates.
         row = tables.one_row(
@@ -156,7 +163,25 @@ def run(run: StageRun) -> PlanResult:
     return result
 
 
-def _addresses(run: StageRun, frontier: DataFrame, crawldb: DataFrame) -> DataFrame | None:
+def clock_of(run: StageRun) -> float:
+    """The generation's clock, epoch seconds: crawl.now when set, else the time plan first
+    started for this generation (its earliest generations row), so a rerun finds the same
+    revisits due."""
+    fixed = parse_now(run.cfg.crawl.now)
+    if fixed is not None:
+        return fixed
+    starts = [
+        r.started_at
+        for r in generations.read_rows(run.spark, run.root)
+        if r.gen == run.gen and r.stage == Stage.PLAN
+    ]
+    first = min(starts) if starts else dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    return first.replace(tzinfo=dt.UTC).timestamp()
+
+
+def _addresses(
+    run: StageRun, frontier: DataFrame, crawldb: DataFrame, as_of: float
+) -> DataFrame | None:
     """With politeness.key = ip: the dns table, after resolving (in tasks) the candidates'
     hosts it has no answer for younger than politeness.address_ttl_seconds and MERGEing the
     answers into it. Written before any decision, so a rerun reads the same answers and
@@ -164,7 +189,9 @@ def _addresses(run: StageRun, frontier: DataFrame, crawldb: DataFrame) -> DataFr
     if run.cfg.politeness.key != "ip":
         return None
     fresh = run.read("dns").where(F.col("expires_at") > F.current_timestamp()).select("host")
-    missing = candidate_hosts(frontier, crawldb, run.gen).join(fresh, on="host", how="left_anti")
+    missing = candidate_hosts(frontier, crawldb, run.gen, as_of).join(
+        fresh, on="host", how="left_anti"
+    )
     resolved = resolved_hosts(missing, run.cfg, time.time()).persist()  # asked once
     try:
         if not resolved.isEmpty():
@@ -205,9 +232,10 @@ def _budget_use(run: StageRun, crawldb: DataFrame) -> Used | None:
 
 def has_work(spark: SparkSession, root: str, cfg: Config, gen: int) -> bool:
     """Whether planning ``gen`` would choose anything: a URL queued or failed in crawldb (due
-    now or later), or a URL new in gen's frontier that plan's URL rules (depth, extension,
-    length) would not filter; in both cases on a slot the hosts table does not hold back
-    (`held_slots`: they wait for a later run, without attempts).
+    now or later), a fetched page due again by now (crawl.now, or the real clock), or a URL
+    new in gen's frontier that plan's URL rules (depth, extension, length) would not filter;
+    in each case on a slot the hosts table does not hold back (`held_slots`: they wait for a
+    later run, without attempts).
 
     A frontier holding only URLs past crawl.max_depth is the usual end of a crawl: planning it
     would only mark them filtered, at the cost of a whole generation of fixed costs. They stay
@@ -233,6 +261,11 @@ def has_work(spark: SparkSession, root: str, cfg: Config, gen: int) -> bool:
 
     if not free(crawldb.filter(F.col("status").isin(*PENDING_STATUSES))).isEmpty():
         return True
+    if revisits(cfg.recrawl):
+        now = parse_now(cfg.crawl.now)
+        due = due_revisits(crawldb, gen, time.time() if now is None else now)
+        if not free(due).isEmpty():
+            return True
     frontier = tables.read(spark, root, "frontier").filter(F.col("gen") == gen)
     plannable = with_filter_reason(frontier, cfg).where(F.col("filter_reason").isNull())
     new = plannable.join(crawldb.select("url_key"), on="url_key", how="left_anti")

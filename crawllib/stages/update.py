@@ -21,8 +21,9 @@ from crawllib.transforms.update import (
     crawldb_updates,
     followed_frontier,
     redirect_frontier,
+    visit_counts,
 )
-from crawllib.vocab import FrontierReason, Status
+from crawllib.vocab import VISITED_OUTCOMES, FrontierReason, Outcome, Status
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,10 @@ log = logging.getLogger(__name__)
 class UpdateResult(StageResult):
     """urls: the URLs fetched in gen; fetched .. deferred: their crawldb status after the
     merge (so a rerun reports the same numbers; ``deferred``: queued again);
-    redirects_queued: the frontier rows written for gen + 1."""
+    redirects_queued: the frontier rows written for gen + 1. Visits that reached their page
+    (ok, not_modified): ``new`` (a first visit), ``revisited`` (the page had a stored
+    version), of them ``changed`` (its text differs) and ``unchanged`` (the same text, or
+    ``not_modified``: a 304)."""
 
     THROUGHPUT: ClassVar[str] = "urls"
 
@@ -46,6 +50,11 @@ class UpdateResult(StageResult):
     blocked: int
     deferred: int
     redirects_queued: int
+    new: int
+    revisited: int
+    changed: int
+    unchanged: int
+    not_modified: int
 
 
 # UpdateResult field -> the crawldb status it counts
@@ -99,8 +108,7 @@ def run(run: StageRun) -> UpdateResult:
         texts,
         crawldb,
         gen,
-        max_attempts=cfg.fetch.max_attempts,
-        backoff_base=cfg.fetch.retry_backoff_base,
+        cfg,
     )
     tables.merge(
         spark,
@@ -112,19 +120,21 @@ def run(run: StageRun) -> UpdateResult:
         update_condition=crawldb_update_guard(gen),
     )
 
-    fetched_keys = fetches.select("url_key").distinct()
-    by_status = {
-        r["status"]: r["count"]
-        for r in run.read("crawldb")
-        .join(fetched_keys, on="url_key", how="left_semi")
-        .groupBy("status")
-        .count()
-        .collect()
-    }
+    fetched = fetches.groupBy("url_key").agg(
+        F.max(F.col("outcome").isin(*VISITED_OUTCOMES)).alias("_visited"),
+        F.max(F.col("outcome") == Outcome.NOT_MODIFIED).alias("_not_modified"),
+    )
+    rows = run.read("crawldb").join(fetched, on="url_key", how="inner").cache()
+    try:
+        by_status = {r["status"]: r["count"] for r in rows.groupBy("status").count().collect()}
+        visits = tables.one_row(visit_counts(rows, gen))
+    finally:
+        rows.unpersist()
     result = UpdateResult(
         urls=sum(by_status.values()),
         **{field: by_status.get(status, 0) for field, status in _COUNTED_STATUS.items()},
         redirects_queued=redirects,
+        **{k: int(v) for k, v in visits.asDict().items()},
     )
     log.info("update gen %d: %s", gen, result)
     return result

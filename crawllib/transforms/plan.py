@@ -3,13 +3,15 @@ crawldb changes. Pure DataFrame -> DataFrame functions; the stage (crawllib.stag
 and writes.
 
 A *candidate* has the crawldb columns (new URLs are shaped as the crawldb rows they would
-become) plus ``is_new`` (not yet in crawldb). The decision steps add ``filter_reason`` (depth,
+become) plus ``is_new`` (not yet in crawldb); a *revisit* is a candidate with a stored version
+(``fetched_at`` set: due by its ``next_fetch_at``, or a failed revisit due for a retry). The decision steps add ``filter_reason`` (depth,
 extension, length, budget or null), ``deferred`` (over this generation's per-host cap, or held)
 and ``held`` (its slot is held back by the hosts table: :func:`held_slots`); ``slot`` is the
 row's politeness key (:func:`with_slot`). The name is
 ``filter_reason`` rather than ``reason`` because crawldb already has a ``reason``.
 
-Every ranking orders by (depth, url_key): a total order, so a rerun decides the same way.
+Every ranking is a total order, so a rerun decides the same way: (depth, url_key) for new
+URLs, (next_fetch_at, url_key) for revisits (most overdue first).
 """
 
 from __future__ import annotations
@@ -18,8 +20,16 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from crawllib.config import Config
+from crawllib.schedule import revisits
 from crawllib.schemas import CRAWLDB, FETCHLIST, FRONTIER, HOSTS, columns_of
-from crawllib.vocab import PENDING_STATUSES, FilterReason, Status, WaitReason, words
+from crawllib.vocab import (
+    PENDING_STATUSES,
+    REVISITED_STATUSES,
+    FilterReason,
+    Status,
+    WaitReason,
+    words,
+)
 
 _CRAWLDB_COLUMNS = [f.name for f in CRAWLDB.fields]
 CANDIDATE_COLUMNS = [*_CRAWLDB_COLUMNS, "is_new"]
@@ -52,23 +62,19 @@ def new_candidates(frontier: DataFrame, crawldb: DataFrame) -> DataFrame:
 
 def queued_rows(frontier: DataFrame, gen: int) -> DataFrame:
     """Frontier rows -> the crawldb rows their URLs get when first known: queued for ``gen``
-    (first_gen = next_gen = gen), reason = the frontier reason, no attempt yet.
+    (first_gen = next_gen = gen), reason = the frontier reason, no attempt yet, no schedule.
 
     In: frontier columns. Out: crawldb columns.
     """
-    return frontier.select(
-        *columns_of(
-            CRAWLDB,
-            status=F.lit(Status.QUEUED),
-            attempts=F.lit(0),
-            first_gen=F.lit(gen),
-            last_gen=F.lit(None),
-            next_gen=F.lit(gen),
-            http_status=F.lit(None),
-            content_hash=F.lit(None),
-            updated_at=F.current_timestamp(),
-        )
-    )
+    given = {
+        "status": F.lit(Status.QUEUED),
+        "attempts": F.lit(0),
+        "first_gen": F.lit(gen),
+        "next_gen": F.lit(gen),
+        "updated_at": F.current_timestamp(),
+    }
+    unknown = {f.name: F.lit(None) for f in CRAWLDB.fields if f.name not in FRONTIER.fieldNames()}
+    return frontier.select(*columns_of(CRAWLDB, **{**unknown, **given}))
 
 
 def frontier_as_crawldb_rows(frontier: DataFrame, gen: int) -> DataFrame:
@@ -88,6 +94,26 @@ def pending_from_crawldb(crawldb: DataFrame, gen: int) -> DataFrame:
     return crawldb.where(F.col("status").isin(*PENDING_STATUSES) & due).select(
         *_CRAWLDB_COLUMNS, F.lit(False).alias("is_new")
     )
+
+
+def due_revisits(crawldb: DataFrame, gen: int, as_of: float) -> DataFrame:
+    """Fetched pages due again in ``gen``: status fetched or duplicate, next_fetch_at at or
+    before ``as_of`` (epoch seconds: the generation's clock), and not deferred to a later
+    generation (next_gen).
+
+    In: crawldb columns. Out: CANDIDATE_COLUMNS with is_new false.
+    """
+    due = (F.col("next_fetch_at") <= F.timestamp_seconds(F.lit(as_of))) & (
+        F.coalesce(F.col("next_gen"), F.lit(gen)) <= gen
+    )
+    return crawldb.where(F.col("status").isin(*REVISITED_STATUSES) & due).select(
+        *_CRAWLDB_COLUMNS, F.lit(False).alias("is_new")
+    )
+
+
+def is_revisit() -> Column:
+    """A candidate with a stored version (a revisit, or the retry of one)."""
+    return F.col("fetched_at").isNotNull()
 
 
 def extension_of(url: Column) -> Column:
@@ -197,18 +223,25 @@ def apply_budgets(candidates: DataFrame, used: Used, cfg: Config) -> DataFrame:
     return df.select(columns)
 
 
-def cap_per_host(df: DataFrame, max_per_host: int) -> DataFrame:
-    """Add ``deferred``: true for rows past the max_per_host lowest (depth, url_key) of their
-    host. Rows with a filter_reason are not ranked and never deferred.
-    In: url_key, host, depth, filter_reason. Out: + deferred (boolean).
+def cap_per_host(df: DataFrame, max_per_host: int, revisit_share: float = 0.0) -> DataFrame:
+    """Add ``deferred``: true for rows past their host's share of max_per_host. Revisits
+    (:func:`is_revisit`) have ``floor(max_per_host * revisit_share)`` places, most overdue
+    first (next_fetch_at, url_key); the other URLs the rest, in (depth, url_key) order; a kind
+    with fewer URLs than its places leaves them to the other. Rows with a filter_reason are not
+    ranked and never deferred.
+    In: url_key, host, depth, fetched_at, next_fetch_at, filter_reason. Out: + deferred.
     """
     eligible = F.col("filter_reason").isNull()
-    rank = F.row_number().over(
-        Window.partitionBy(eligible, F.col("host")).orderBy(
-            F.col("depth").asc(), F.col("url_key").asc()
-        )
-    )
-    return df.withColumn("deferred", eligible & (rank > max_per_host))
+    revisit = is_revisit()
+    first = F.when(revisit, F.unix_micros(F.col("next_fetch_at"))).otherwise(F.col("depth"))
+    kind = Window.partitionBy(eligible, F.col("host"), revisit)
+    rank = F.row_number().over(kind.orderBy(first.asc(), F.col("url_key").asc()))
+    mine = F.count("*").over(kind)
+    others = F.count("*").over(Window.partitionBy(eligible, F.col("host"))) - mine
+    revisit_places = int(max_per_host * revisit_share)
+    places = F.when(revisit, F.lit(revisit_places)).otherwise(F.lit(max_per_host - revisit_places))
+    left_by_others = F.greatest(F.lit(0), F.lit(max_per_host) - places - others)
+    return df.withColumn("deferred", eligible & (rank > places + left_by_others))
 
 
 def held_slots(hosts: DataFrame, cfg: Config) -> DataFrame:
@@ -266,11 +299,17 @@ def with_slot(df: DataFrame, cfg: Config, addresses: DataFrame | None = None) ->
     )
 
 
-def candidate_hosts(frontier: DataFrame, crawldb: DataFrame, gen: int) -> DataFrame:
+def candidate_hosts(
+    frontier: DataFrame, crawldb: DataFrame, gen: int, as_of: float | None = None
+) -> DataFrame:
     """The distinct hosts plan_decisions may choose URLs of (new frontier URLs, due crawldb
-    URLs): the names to resolve for politeness.key = ip. Out: host."""
+    URLs, due revisits when ``as_of`` is given): the names to resolve for politeness.key = ip.
+    Out: host."""
     new = new_candidates(dedup_frontier(frontier), crawldb).select("host")
-    return new.unionByName(pending_from_crawldb(crawldb, gen).select("host")).distinct()
+    known = pending_from_crawldb(crawldb, gen)
+    if as_of is not None:
+        known = known.unionByName(due_revisits(crawldb, gen, as_of))
+    return new.unionByName(known.select("host")).distinct()
 
 
 def with_slice(df: DataFrame, slices: int) -> DataFrame:
@@ -296,23 +335,31 @@ def plan_decisions(
     held: DataFrame | None = None,
     addresses: DataFrame | None = None,
     used: Used | None = None,
+    as_of: float | None = None,
 ) -> DataFrame:
-    """Candidates of ``gen`` with every decision: new frontier URLs (deduped, not in crawldb)
-    and due crawldb URLs, given their slot (``addresses``: :func:`with_slot`), filtered,
-    budgeted (``used``: the budgets' use, by default :func:`attempted_in_crawldb`), capped and
-    held (``held``: slots, :func:`held_slots`). In: frontier rows of gen, crawldb.
-    Out: DECIDED_COLUMNS.
+    """Candidates of ``gen`` with every decision: new frontier URLs (deduped, not in crawldb),
+    due crawldb URLs and, when ``as_of`` (the generation's clock, epoch seconds) is given and
+    recrawl.policy revisits, due revisits (:func:`due_revisits`); given their slot
+    (``addresses``: :func:`with_slot`), filtered (never a revisit: it was fetched under the
+    rules of its time), budgeted (``used``: the budgets' use, by default
+    :func:`attempted_in_crawldb`), capped (generate.revisit_share of each host's places kept
+    for revisits) and held (``held``: slots, :func:`held_slots`). In: frontier rows of gen,
+    crawldb. Out: DECIDED_COLUMNS.
     """
     new = frontier_as_crawldb_rows(new_candidates(dedup_frontier(frontier), crawldb), gen).select(
         CANDIDATE_COLUMNS
     )
-    pending = pending_from_crawldb(crawldb, gen).select(CANDIDATE_COLUMNS)
+    known = pending_from_crawldb(crawldb, gen)
+    if as_of is not None and revisits(cfg.recrawl):
+        known = known.unionByName(due_revisits(crawldb, gen, as_of))
+    share = cfg.generate.revisit_share
     return (
-        new.unionByName(pending)
+        new.unionByName(known.select(CANDIDATE_COLUMNS))
         .transform(lambda df: with_slot(df, cfg, addresses))
         .transform(lambda df: with_filter_reason(df, cfg))
+        .withColumn("filter_reason", F.when(~is_revisit(), F.col("filter_reason")))
         .transform(lambda df: apply_budgets(df, used or attempted_in_crawldb(crawldb), cfg))
-        .transform(lambda df: cap_per_host(df, cfg.generate.max_per_host))
+        .transform(lambda df: cap_per_host(df, cfg.generate.max_per_host, share))
         .transform(lambda df: hold(df, held))
         .select(DECIDED_COLUMNS)
     )
@@ -386,7 +433,7 @@ def is_changed() -> Column:
 
 def count_decisions(decided: DataFrame) -> DataFrame:
     """One row of counts: candidates, planned, filtered_<reason>, deferred_cap, deferred_held,
-    hosts.
+    hosts, revisits (planned URLs with a stored version).
 
     In: DECIDED_COLUMNS. Out: one row, one long column per count.
     """
@@ -401,4 +448,5 @@ def count_decisions(decided: DataFrame) -> DataFrame:
         F.count_if(F.col("deferred") & ~F.col("held")).alias("deferred_cap"),
         F.count_if(F.col("deferred") & F.col("held")).alias("deferred_held"),
         F.count_distinct(F.when(planned, F.col("host"))).alias("hosts"),
+        F.count_if(planned & is_revisit()).alias("revisits"),
     )

@@ -12,8 +12,18 @@ http_error 429 / 5xx, error        ``failed``: attempts + 1, retried at gen
 error "decompressed_too_large"     ``dead`` at once: a decompression bomb is not retried
 robots_denied                      ``robots_denied``
 blocked                            ``blocked``
-deferred                           ``queued`` for gen N + 1; attempts and last_gen unchanged
+not_modified                       status kept (``fetched`` or ``duplicate``): the stored
+                                   version stays current
+deferred                           ``queued`` for gen N + 1 (a revisit keeps its status);
+                                   attempts and last_gen unchanged
 =================================  ==========================================================
+
+``attempts`` counts the attempts of the current visit: a revisit (the URL was ``fetched`` or
+``duplicate``) starts again from 0, so a page fetched a hundred times is not dead after one
+failure. A visit that reaches the page (ok, not_modified) sets the revisit schedule
+(:mod:`crawllib.schedule`): fetched_at (the fetch's time, or ``crawl.now``), fetch_interval,
+next_fetch_at, the validators, and counts the visit changed or unchanged (its text hash
+against the stored version's; a 304 is unchanged).
 
 A robots.txt that answered 5xx or could not be read denies the host for now, not for ever
 (RFC 9309 §2.3.1.4): the engine defers those URLs (robots.txt is asked again with backoff).
@@ -26,9 +36,20 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from crawllib.config import Config, parse_now
+from crawllib.schedule import HOUR, next_interval, revisits
 from crawllib.schemas import CRAWLDB, FRONTIER, columns_of
 from crawllib.urls import InvalidURL, host_of, normalize_url, registered_domain, url_key
-from crawllib.vocab import PERMANENT_ERRORS, ErrorKind, FrontierReason, Outcome, Status, words
+from crawllib.vocab import (
+    PERMANENT_ERRORS,
+    REVISITED_STATUSES,
+    VISITED_OUTCOMES,
+    ErrorKind,
+    FrontierReason,
+    Outcome,
+    Status,
+    words,
+)
 
 _TARGET = StructType(
     [
@@ -73,22 +94,35 @@ def _retryable() -> Column:
     )
 
 
+class SparkOps:
+    """:class:`crawllib.schedule.Ops` on Spark columns."""
+
+    def where(self, condition: Column, yes: Column | float, no: Column | float) -> Column:
+        return F.when(condition, yes).otherwise(no)
+
+    def clamp(self, value: Column, low: float, high: float) -> Column:
+        return F.least(F.greatest(value, F.lit(low)), F.lit(high))
+
+
+SPARK = SparkOps()
+
+
 def crawldb_updates(
     fetches: DataFrame,
     texts: DataFrame,
     crawldb: DataFrame,
     gen: int,
-    max_attempts: int,
-    backoff_base: int,
+    cfg: Config,
     updated_at: Column | None = None,
 ) -> DataFrame:
     """The crawldb row of every URL fetched in generation ``gen``, after the fetch.
 
-    In: fetches rows of gen (url_key, url, host, depth, outcome, http_status, error_kind);
-    texts rows of gen (url_key, duplicate_of, duplicate_kind, content_hash); crawldb (the
-    state before the fetch: url_key, domain, status, attempts, depth, first_gen, last_gen,
-    http_status, content_hash). A URL missing from crawldb gets a fresh row (first_gen = gen,
-    domain from its host). Out: CRAWLDB columns, one row per fetched url_key.
+    In: fetches rows of gen (url_key, url, host, depth, outcome, http_status, error_kind,
+    fetched_at, etag, last_modified); texts rows of gen (url_key, duplicate_of,
+    duplicate_kind, content_hash); crawldb (the state before the fetch: CRAWLDB columns). A
+    URL missing from crawldb gets a fresh row (first_gen = gen, domain from its host). Retries
+    follow fetch.max_attempts and fetch.retry_backoff_base, the schedule recrawl and
+    crawl.now. Out: CRAWLDB columns, one row per fetched url_key.
     """
     updated_at = F.current_timestamp() if updated_at is None else updated_at
     texts = texts.select(
@@ -97,31 +131,42 @@ def crawldb_updates(
         "duplicate_kind",
         F.col("content_hash").alias("text_hash"),
     ).dropDuplicates(["url_key"])
-    before = crawldb.select(
-        "url_key",
-        F.col("domain").alias("old_domain"),
-        F.col("attempts").alias("old_attempts"),
-        F.col("depth").alias("old_depth"),
-        F.col("first_gen").alias("old_first_gen"),
-        F.col("last_gen").alias("old_last_gen"),
-        F.col("http_status").alias("old_http_status"),
-        F.col("content_hash").alias("old_content_hash"),
-    )
+    kept = [f.name for f in CRAWLDB.fields if f.name not in ("url_key", "url", "host")]
+    before = crawldb.select("url_key", *[F.col(c).alias(f"old_{c}") for c in kept])
     joined = (
-        fetches.select("url_key", "url", "host", "depth", "outcome", "http_status", "error_kind")
+        fetches.select(
+            "url_key",
+            "url",
+            "host",
+            "depth",
+            "outcome",
+            "http_status",
+            "error_kind",
+            F.col("fetched_at").alias("visited_at"),
+            F.col("etag").alias("new_etag"),
+            F.col("last_modified").alias("new_last_modified"),
+        )
         .dropDuplicates(["url_key"])
         .join(texts, on="url_key", how="left")
         .join(before, on="url_key", how="left")
     )
-    outcome = F.col("outcome")
+    outcome, old = F.col("outcome"), F.col  # old("old_x"): crawldb's x before the fetch
     deferred = outcome == Outcome.DEFERRED
-    previous = F.coalesce(F.col("old_attempts"), F.lit(0))
-    attempts = F.when(deferred, previous).otherwise(previous + 1)
-    retry_in = F.lit(backoff_base) * F.pow(F.lit(2), attempts - 1).cast("int")
+    not_modified = outcome == Outcome.NOT_MODIFIED
+    visited = outcome.isin(*VISITED_OUTCOMES)
+    had_version = old("old_status").isin(*REVISITED_STATUSES)
+    # A revisit is a new visit: its attempts count from 0.
+    previous = F.when(had_version, F.lit(0)).otherwise(F.coalesce(old("old_attempts"), F.lit(0)))
+    attempts = F.when(deferred, F.coalesce(old("old_attempts"), F.lit(0))).otherwise(previous + 1)
+    retry_in = F.lit(cfg.fetch.retry_backoff_base) * F.pow(F.lit(2), attempts - 1).cast("int")
+    max_attempts = cfg.fetch.max_attempts
     status = (
         F.when((outcome == Outcome.OK) & F.col("duplicate_of").isNotNull(), Status.DUPLICATE)
         .when(outcome == Outcome.OK, Status.FETCHED)
+        .when(not_modified & had_version, old("old_status"))
+        .when(not_modified, Status.FETCHED)
         .when(outcome == Outcome.REDIRECT, Status.REDIRECTED)
+        .when(deferred & had_version, old("old_status"))
         .when(deferred, Status.QUEUED)
         .when(F.col("error_kind").isin(*PERMANENT_ERRORS), Status.DEAD)
         .when(_retryable(), F.when(attempts >= max_attempts, Status.DEAD).otherwise(Status.FAILED))
@@ -129,46 +174,111 @@ def crawldb_updates(
         .when(outcome == Outcome.ROBOTS_DENIED, Status.ROBOTS_DENIED)
         .when(outcome == Outcome.BLOCKED, Status.BLOCKED)
     )
+    # The schedule, for visits that reached the page.
+    revisit = old("old_fetched_at").isNotNull()
+    same_text = not_modified | F.col("text_hash").eqNullSafe(old("old_content_hash"))
+    changed = revisit & ~same_text
+    unchanged = revisit & same_text
+    interval = next_interval(
+        cfg.recrawl,
+        SPARK,
+        F.coalesce(old("old_fetch_interval"), F.lit(cfg.recrawl.default_interval_hours * HOUR)),
+        revisit,
+        changed,
+    )
+    clock = parse_now(cfg.crawl.now)
+    at = F.col("visited_at") if clock is None else F.timestamp_seconds(F.lit(clock))
+    due = (
+        F.timestamp_seconds(F.unix_micros(at) / 1_000_000 + F.col("fetch_interval"))
+        if revisits(cfg.recrawl)
+        else F.lit(None)
+    )
+
+    def on_visit(value: Column, otherwise: str) -> Column:
+        return F.when(visited, value).otherwise(F.col(otherwise))
+
+    def count(flag: Column, column: str) -> Column:
+        return F.coalesce(F.col(column), F.lit(0)) + F.when(visited & flag, 1).otherwise(0)
+
     http_reason = F.concat(F.lit("http_"), F.col("http_status").cast("string"))
     is_status = F.col("status")
-    return (
-        joined.withColumn("attempts", attempts)
-        .withColumn("status", status)
-        .select(
-            *columns_of(
-                CRAWLDB,
-                domain=F.coalesce(F.col("old_domain"), _domain_udf(F.col("host"))),
-                reason=F.when(is_status.isin(Status.FETCHED, Status.REDIRECTED), F.lit(None))
-                .when(
-                    is_status == Status.DUPLICATE,
-                    F.coalesce(F.col("duplicate_kind"), F.lit(Status.DUPLICATE)),
-                )
-                .otherwise(F.coalesce(F.col("error_kind"), http_reason, outcome)),
-                depth=F.coalesce(F.col("old_depth"), F.col("depth")),
-                first_gen=F.coalesce(F.col("old_first_gen"), F.lit(gen)),
-                last_gen=F.when(deferred, F.col("old_last_gen")).otherwise(F.lit(gen)),
-                next_gen=F.when(is_status == Status.FAILED, F.lit(gen) + retry_in).when(
-                    deferred, F.lit(gen + 1)
-                ),
-                http_status=F.when(deferred, F.col("old_http_status")).otherwise(
-                    F.col("http_status")
-                ),
-                content_hash=F.when(outcome == Outcome.OK, F.col("text_hash")).otherwise(
-                    F.col("old_content_hash")
-                ),
-                updated_at=updated_at,
+    return joined.withColumns(
+        {
+            "attempts": attempts,
+            "status": status,
+            "fetch_interval": on_visit(interval.seconds, "old_fetch_interval"),
+        }
+    ).select(
+        *columns_of(
+            CRAWLDB,
+            domain=F.coalesce(F.col("old_domain"), _domain_udf(F.col("host"))),
+            reason=F.when(is_status.isin(Status.FETCHED, Status.REDIRECTED), F.lit(None))
+            .when(not_modified | (deferred & had_version), F.col("old_reason"))
+            .when(
+                is_status == Status.DUPLICATE,
+                F.coalesce(F.col("duplicate_kind"), F.lit(Status.DUPLICATE)),
             )
+            .otherwise(F.coalesce(F.col("error_kind"), http_reason, outcome)),
+            depth=F.coalesce(F.col("old_depth"), F.col("depth")),
+            first_gen=F.coalesce(F.col("old_first_gen"), F.lit(gen)),
+            last_gen=F.when(deferred, F.col("old_last_gen")).otherwise(F.lit(gen)),
+            next_gen=F.when(is_status == Status.FAILED, F.lit(gen) + retry_in).when(
+                deferred, F.lit(gen + 1)
+            ),
+            http_status=F.when(deferred | not_modified, F.col("old_http_status")).otherwise(
+                F.col("http_status")
+            ),
+            content_hash=F.when(outcome == Outcome.OK, F.col("text_hash")).otherwise(
+                F.col("old_content_hash")
+            ),
+            updated_at=updated_at,
+            fetched_at=on_visit(at, "old_fetched_at"),
+            next_fetch_at=on_visit(due, "old_next_fetch_at"),
+            interval_source=on_visit(interval.source, "old_interval_source"),
+            # a 304 may omit the validators: the stored version's stand
+            etag=F.when(outcome == Outcome.OK, F.col("new_etag"))
+            .when(not_modified, F.coalesce(F.col("new_etag"), F.col("old_etag")))
+            .otherwise(F.col("old_etag")),
+            last_modified=F.when(outcome == Outcome.OK, F.col("new_last_modified"))
+            .when(
+                not_modified,
+                F.coalesce(F.col("new_last_modified"), F.col("old_last_modified")),
+            )
+            .otherwise(F.col("old_last_modified")),
+            changed_at=on_visit(
+                F.when(~unchanged, at).otherwise(F.col("old_changed_at")), "old_changed_at"
+            ),
+            visits_changed=count(changed, "old_visits_changed"),
+            visits_unchanged=count(unchanged, "old_visits_unchanged"),
         )
+    )
+
+
+def visit_counts(rows: DataFrame, gen: int) -> DataFrame:
+    """One row: new, revisited, changed, unchanged, not_modified: the visits of generation
+    ``gen`` that reached their page, told from crawldb after update's MERGE (so a rerun counts
+    the same). In: crawldb rows of the URLs fetched in gen, with ``_visited`` (their fetch
+    reached the page: ok or not_modified) and ``_not_modified`` (it was a 304)."""
+    visited = (F.col("last_gen") == gen) & F.col("_visited")
+    revisit = (F.col("visits_changed") + F.col("visits_unchanged")) > 0
+    this_visit_changed = F.col("changed_at") == F.col("fetched_at")
+    return rows.where(visited).agg(
+        F.count_if(~revisit).alias("new"),
+        F.count_if(revisit).alias("revisited"),
+        F.count_if(revisit & this_visit_changed).alias("changed"),
+        F.count_if(revisit & ~this_visit_changed).alias("unchanged"),
+        F.count_if(F.col("_not_modified")).alias("not_modified"),
     )
 
 
 def crawldb_update_guard(gen: int) -> str:
     """MERGE condition (``t`` crawldb, ``s`` :func:`crawldb_updates`) under which a crawldb
-    row takes the update: not yet updated by gen or later, and for a deferral, not already
-    requeued (a rerun of the stage then changes no row)."""
+    row takes the update: not yet updated by gen or later, and for a deferral (the one update
+    that leaves last_gen before gen), not already put off to a later generation (a rerun of
+    the stage then changes no row)."""
     return (
         f"(t.last_gen IS NULL OR t.last_gen < {gen}) AND NOT "
-        f"(s.status = '{Status.QUEUED}' AND t.status = '{Status.QUEUED}' AND t.next_gen > {gen})"
+        f"(coalesce(s.last_gen, -1) < {gen} AND t.next_gen > {gen})"
     )
 
 

@@ -206,7 +206,29 @@ def test_cap_per_host_keeps_lowest_depth_then_url_key(spark):
     expected = spark.createDataFrame(
         [(*r, r[0] in deferred) for r in rows], schema + ", deferred boolean"
     )
-    assert_same(cap_per_host(spark.createDataFrame(rows, schema), 2), expected)
+    df = spark.createDataFrame(rows, schema)
+    df = df.withColumns({"fetched_at": F.lit(None).cast("timestamp"), "next_fetch_at": F.lit(None)})
+    assert_same(cap_per_host(df, 2).drop("fetched_at", "next_fetch_at"), expected)
+
+
+def test_cap_per_host_shares_places_between_revisits_and_new_urls(spark):
+    hour = dt.timedelta(hours=1)
+    revisit = [(10 + k, "a.test", 1, T0, T0 - k * hour) for k in range(4)]  # 13 most overdue
+    new = [(k, "a.test", 0, None, None) for k in range(4)]
+    only_revisits = [(20 + k, "b.test", 1, T0, T0 - k * hour) for k in range(3)]
+    schema = "url_key long, host string, depth int, fetched_at timestamp, next_fetch_at timestamp"
+    df = spark.createDataFrame(revisit + new + only_revisits, schema).withColumn(
+        "filter_reason", F.lit(None).cast("string")
+    )
+    # 4 places, half for revisits: a.test 2 + 2, most overdue revisits first; b.test has no
+    # new URLs, so its revisits take all 4 places
+    chosen = {
+        r["url_key"] for r in cap_per_host(df, 4, revisit_share=0.5).collect() if not r["deferred"]
+    }
+    assert chosen == {13, 12, 0, 1, 20, 21, 22}
+    # no share for revisits: new URLs first, revisits only in the places left
+    chosen = {r["url_key"] for r in cap_per_host(df, 5, 0.0).collect() if not r["deferred"]}
+    assert chosen == {0, 1, 2, 3, 13, 20, 21, 22}
 
 
 def with_slot_and_slice(df, cfg, slices, addresses=None):
@@ -352,6 +374,7 @@ def test_plan_stage_writes_fetchlist_and_crawldb_and_reruns_identically(spark, p
         "deferred_cap": 2,
         "deferred_held": 0,
         "hosts": 3,
+        "revisits": 0,
         "slices": counts.slices,
     }
     # a.test: the seed (depth 0) and the lowest url_key at depth 1; c.test: budget 3, cap 2.
@@ -390,6 +413,43 @@ def test_plan_stage_writes_fetchlist_and_crawldb_and_reruns_identically(spark, p
     assert (counts.candidates, counts.planned, counts.filtered_budget) == (2, 2, 0)
     gen1 = tables.read(spark, root, "fetchlist").where("gen = 1").collect()
     assert {r["url"] for r in gen1} == {p[1], c[2]}
+
+
+def test_plan_takes_due_revisits_most_overdue_first_and_reruns_identically(spark, planned_root):
+    root, cfg, p, c = planned_root
+    plan_stage.run(StageRun(spark, root, cfg, 0))
+    now = dt.datetime(2026, 3, 1)
+    # Gen 0's URLs were fetched: a.test/ is due since 2 h, p[0] since 1 h, c[0] in an hour
+    due = {"http://a.test/": -2, p[0]: -1, c[0]: 1, "http://b.test/": 5, c[1]: 5}
+    fetched = tables.read(spark, root, "crawldb").where(F.col("next_gen") == 0)
+    rows = fetched.withColumn(
+        "next_fetch_at",
+        F.create_map(*[x for u, h in due.items() for x in (F.lit(u), F.lit(h))])[F.col("url")],
+    ).withColumn("next_fetch_at", F.lit(now) + F.expr("make_interval(0,0,0,0,next_fetch_at)"))
+    update = {
+        "status": "'fetched'",
+        "last_gen": "0",
+        "next_gen": "NULL",
+        "attempts": "1",
+        "fetched_at": "TIMESTAMP '2026-02-01 00:00:00'",
+        "next_fetch_at": "s.next_fetch_at",
+        "etag": "'\"v1\"'",
+    }
+    tables.merge(spark, rows, root, "crawldb", keys=["url_key"], update=update, insert=False)
+    cfg = replace(cfg, crawl__now="2026-03-01T00:00:00Z", generate__revisit_share=0.5)
+    counts = plan_stage.run(StageRun(spark, root, cfg, 1))
+    # a.test: 2 places, 1 for revisits (the most overdue: a.test/) and 1 for p[1], the new URL;
+    # c.test: c[2] (queued) and no revisit due
+    assert (counts.planned, counts.revisits, counts.deferred_cap) == (3, 1, 1)
+    gen1 = {r["url"]: r for r in tables.read(spark, root, "fetchlist").where("gen = 1").collect()}
+    assert set(gen1) == {"http://a.test/", p[1], c[2]}
+    assert gen1["http://a.test/"]["etag"] == '"v1"' and gen1[p[1]]["etag"] is None
+    # the revisit left for later keeps its status and stored version
+    assert by_url(spark, root)[p[0]] == ("fetched", "link", 1, 0, 2)
+
+    before = snapshot(spark, root, "fetchlist"), snapshot(spark, root, "crawldb")
+    plan_stage.run(StageRun(spark, root, cfg, 1))
+    assert (snapshot(spark, root, "fetchlist"), snapshot(spark, root, "crawldb")) == before
 
 
 def test_has_work_ignores_frontier_urls_plan_would_only_filter(

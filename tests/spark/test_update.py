@@ -76,7 +76,62 @@ def after(key, status, reason, attempts, last_gen=GEN, next_gen=None, http_statu
         next_gen=next_gen,
         http_status=http_status,
         updated_at=T1,
+        visits_changed=0,
+        visits_unchanged=0,
     )
+    if status in ("fetched", "duplicate"):  # a first visit: the default interval (one day)
+        row.update(
+            fetched_at=FETCHED_AT,
+            fetch_interval=DAY,
+            next_fetch_at=FETCHED_AT + dt.timedelta(days=1),
+            interval_source="default",
+            changed_at=FETCHED_AT,
+        )
+    row.update(kw)
+    return row
+
+
+DAY = 86400.0
+HOURS_10 = 36000.0
+T_OLD = dt.datetime(2026, 1, 1, 0, 0, 0)
+
+
+def stored(key, status="fetched", reason=None, content_hash="old", **kw):
+    """A crawldb row of a page with a stored version, due again (a revisit)."""
+    row = known(key, attempts=1, last_gen=1, http_status=200, content_hash=content_hash)
+    row.update(
+        status=status,
+        reason=reason,
+        next_gen=None,
+        fetched_at=T_OLD,
+        fetch_interval=HOURS_10,
+        next_fetch_at=T_OLD + dt.timedelta(hours=10),
+        interval_source="adaptive",
+        etag='"e1"',
+        last_modified="Thu, 01 Jan 2026 00:00:00 GMT",
+        visits_changed=2,
+        visits_unchanged=3,
+        changed_at=T_OLD,
+    )
+    row.update(kw)
+    return row
+
+
+def revisited(before, interval, changed, **kw):
+    """``before`` after a revisit that reached the page: the schedule moves on."""
+    row = {
+        **before,
+        "attempts": 1,
+        "last_gen": GEN,
+        "updated_at": T1,
+        "fetched_at": FETCHED_AT,
+        "fetch_interval": interval,
+        "next_fetch_at": FETCHED_AT + dt.timedelta(seconds=interval),
+        "interval_source": "adaptive",
+        "visits_changed": before["visits_changed"] + int(changed),
+        "visits_unchanged": before["visits_unchanged"] + int(not changed),
+        "changed_at": FETCHED_AT if changed else before["changed_at"],
+    }
     row.update(kw)
     return row
 
@@ -144,6 +199,49 @@ CASES = [
             content_hash="old",
         ),
     ),
+    # revisits (adaptive: a change shortens the interval by dec_rate 0.2, no change
+    # lengthens it by inc_rate 0.4); attempts count from 0 again
+    (
+        stored(30),
+        fetch(30, "ok", 200, etag='"e2"'),
+        revisited(
+            stored(30), HOURS_10 * 0.8, True, content_hash="h30", etag='"e2"', last_modified=None
+        ),
+    ),
+    (
+        stored(31, content_hash="h31"),
+        fetch(31, "ok", 200),  # the server ignores validators: the same text decides
+        revisited(
+            stored(31, content_hash="h31"), HOURS_10 * 1.4, False, etag=None, last_modified=None
+        ),
+    ),
+    # a 304 keeps the stored version: its status, reason, hash, HTTP status and validators
+    (
+        stored(32, status="duplicate", reason="exact"),
+        fetch(32, "not_modified", 304),
+        revisited(stored(32, status="duplicate", reason="exact"), HOURS_10 * 1.4, False),
+    ),
+    # a failed revisit is retried like any failure; the stored version and schedule stay
+    (
+        stored(33),
+        fetch(33, "http_error", 503),
+        {
+            **stored(33),
+            "status": "failed",
+            "reason": "http_503",
+            "attempts": 1,
+            "last_gen": GEN,
+            "next_gen": GEN + 2,
+            "http_status": 503,
+            "updated_at": T1,
+        },
+    ),
+    # a deferred revisit keeps its status and waits for the next generation
+    (
+        stored(34),
+        fetch(34, "deferred", error_kind="deadline"),
+        {**stored(34), "reason": None, "next_gen": GEN + 1, "updated_at": T1},
+    ),
     # not in crawldb (never expected, but handled): a fresh row
     (
         None,
@@ -161,16 +259,17 @@ TEXT_ROWS = [
     {"gen": GEN, "url_key": 1, "content_hash": "h1"},
     {"gen": GEN, "url_key": 2, "content_hash": "h1", "duplicate_of": 1, "duplicate_kind": "exact"},
     {"gen": GEN, "url_key": 13, "content_hash": "h13"},
+    {"gen": GEN, "url_key": 30, "content_hash": "h30"},
+    {"gen": GEN, "url_key": 31, "content_hash": "h31"},
 ]
 
 
-def test_each_fetch_outcome_maps_to_its_crawldb_status(spark):
+def test_each_fetch_outcome_maps_to_its_crawldb_status(spark, spark_cfg):
     crawldb = frame(spark, CRAWLDB, [before for before, _, _ in CASES if before])
     fetches = frame(spark, FETCHES, [f for _, f, _ in CASES])
     texts = frame(spark, TEXTS, TEXT_ROWS)
-    actual = crawldb_updates(
-        fetches, texts, crawldb, GEN, max_attempts=3, backoff_base=2, updated_at=F.lit(T1)
-    )
+    cfg = replace(spark_cfg, fetch__max_attempts=3, fetch__retry_backoff_base=2)
+    actual = crawldb_updates(fetches, texts, crawldb, GEN, cfg, updated_at=F.lit(T1))
     expected = frame(spark, CRAWLDB, [a for _, _, a in CASES])
     assert_df_equality(actual.orderBy("url_key"), expected.orderBy("url_key"), ignore_nullable=True)
 
@@ -232,17 +331,22 @@ def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
 
     counts = update.run(StageRun(spark, root, cfg, GEN))
     assert counts.as_counts() == {
-        "urls": 18,
-        "fetched": 2,
-        "duplicate": 1,
+        "urls": 23,
+        "fetched": 5,  # a deferred revisit (34) stays fetched
+        "duplicate": 2,
         "redirected": 5,
         "gone": 2,
-        "failed": 3,
+        "failed": 4,
         "dead": 2,  # the timeout at max attempts and the decompression bomb
         "robots_denied": 1,
         "blocked": 1,
         "deferred": 1,
         "redirects_queued": 2,
+        "new": 3,  # first visits: 1, 2, 13
+        "revisited": 3,  # 30 changed; 31 (the same text) and 32 (a 304) unchanged
+        "changed": 1,
+        "unchanged": 2,
+        "not_modified": 1,
     }
     statuses = {r["url_key"]: r["status"] for r in crawldb_rows(spark, root)}
     assert statuses[7] == "failed" and statuses[12] == "queued" and statuses[13] == "fetched"

@@ -230,21 +230,28 @@ def test_a_real_run_emits_exactly_the_declared_records():
     async def moved(request: web.Request) -> web.Response:
         return web.Response(status=302, headers={"Location": "/ok"})
 
+    async def same(request: web.Request) -> web.Response:
+        return web.Response(status=304, headers={"ETag": request.headers["If-None-Match"]})
+
     with RawServer(lambda r, w: asyncio.sleep(0)) as raw:
         closed = raw.port  # nothing listens there once the server is gone
     with LocalWeb() as server:
         server.text("a.test", "/robots.txt", "User-agent: *\nDisallow: /no\nCrawl-delay: 0.05\n")
         server.text("a.test", "/missing", "gone", status=404)
         server.route("a.test", "/moved", moved)
+        server.route("a.test", "/same", same)
         # one URL of a.test more than max_urls_per_host: the last is deferred
         a_test = ["http://a.test/ok", "http://a.test/missing", "http://a.test/moved",
-                  "http://a.test/no/x", "ftp://a.test/x", "http://a.test/more"]  # fmt: skip
+                  "http://a.test/no/x", "ftp://a.test/x", "http://a.test/same",
+                  "http://a.test/more"]  # fmt: skip
         urls = [*a_test, "http://down.test/"]
         cfg = config(
             {**server.resolve("a.test"), "down.test": f"127.0.0.1:{closed}"},
             fetch__max_urls_per_host=len(a_test) - 1,
         )
-        records = list(fetch_rows([row(u) for u in urls], cfg))
+        revisit = {"etag": '"v1"', "attempts": 1}
+        rows = [row(u, **(revisit if u.endswith("/same") else {})) for u in urls]
+        records = list(fetch_rows(rows, cfg))
     fetches = [r for r in records if r["record"] == Record.FETCH]
     robots = [r for r in records if r["record"] == Record.ROBOTS]
     hosts = [r for r in records if r["record"] == Record.HOST]
