@@ -285,6 +285,28 @@ class RobotsConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class SitemapsConfig:
+    enabled: bool = setting(
+        True,
+        "after a host's robots.txt is fetched (at most once per robots.ttl_hours), fetch the "
+        "sitemaps it lists (else /sitemap.xml) on the host's own slot; their URLs join the "
+        "next frontier (reason sitemap) and their lastmod/changefreq hint the revisit schedule",
+    )
+    max_documents: int = setting(
+        5, "sitemap documents (index children included) fetched per host per robots.txt fetch",
+        at_least(1),
+    )  # fmt: skip
+    max_urls: int = setting(
+        50000, "URLs read from one sitemap document (the protocol's limit)", at_least(1)
+    )
+    max_bytes: int = setting(
+        52_428_800,
+        "uncompressed bytes read from one sitemap document (the protocol's 50 MB)",
+        at_least(1024),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
 class FetchConfig:
     user_agent: str = setting(
         "crawllib/0.1 (+https://github.com/crawllib/crawllib; crawler@crawllib.invalid)",
@@ -416,6 +438,7 @@ class Config:
     recrawl: RecrawlConfig = dataclasses.field(default_factory=RecrawlConfig)
     politeness: PolitenessConfig = dataclasses.field(default_factory=PolitenessConfig)
     robots: RobotsConfig = dataclasses.field(default_factory=RobotsConfig)
+    sitemaps: SitemapsConfig = dataclasses.field(default_factory=SitemapsConfig)
     fetch: FetchConfig = dataclasses.field(default_factory=FetchConfig)
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
     parse: ParseConfig = dataclasses.field(default_factory=ParseConfig)

@@ -145,7 +145,35 @@ class HostRecord(TypedDict):
     slice_urls_tried: int
 
 
-EngineRecord = FetchRecord | RobotsRecord | HostRecord
+class SitemapEntry(TypedDict):
+    """One URL a sitemap lists (crawllib.sitemaps.SitemapURL, with its key and host)."""
+
+    url: str
+    url_key: int
+    host: str
+    lastmod: float | None
+    changefreq: str | None
+    priority: float | None
+
+
+class SitemapRecord(TypedDict):
+    """One sitemap document as fetched and read in this call: a row of the sitemaps table
+    (less gen and slice)."""
+
+    record: Literal["sitemap"]
+    host: str
+    url: str
+    fetched_at: float
+    http_status: int | None
+    error_kind: str | None
+    sitemap_kind: str | None
+    entries: list[SitemapEntry]
+    children: list[str]
+    invalid: int
+    out_of_scope: int
+
+
+EngineRecord = FetchRecord | RobotsRecord | HostRecord | SitemapRecord
 
 
 def fields(declaration: type) -> dict[str, object]:

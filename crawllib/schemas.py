@@ -272,6 +272,36 @@ DNS = struct_of(
     ("expires_at", T),
 )
 
+# One URL of a sitemap (crawllib.sitemaps.SitemapURL): normalised, in the sitemap's scope.
+SITEMAP_ENTRY = struct_of(
+    ("url", S),
+    ("url_key", L),
+    ("host", S),
+    ("lastmod", D),
+    ("changefreq", S),
+    ("priority", D),
+)
+
+# Every sitemap document fetched: gen/slice of the fetch that asked for it, the host whose
+# robots.txt (or /sitemap.xml) led to it, its URL, the answer, error_kind (a fetch error kind,
+# http_<status>, or a crawllib.sitemaps.SitemapError word: entries read before it are kept),
+# sitemap_kind (urlset, index, text), its entries (lastmod in epoch seconds), the child
+# sitemaps of an index, and how many URLs were invalid or out of scope.
+SITEMAPS = struct_of(
+    ("gen", I),
+    ("slice", I),
+    ("host", S),
+    ("url", S),
+    ("fetched_at", T),
+    ("http_status", I),
+    ("error_kind", S),
+    ("sitemap_kind", S),
+    ("entries", ArrayType(SITEMAP_ENTRY)),
+    ("children", ArrayType(S)),
+    ("invalid", I),
+    ("out_of_scope", I),
+)
+
 TABLES: dict[str, tuple[StructType, list[str]]] = {
     "frontier": (FRONTIER, ["gen"]),
     "crawldb": (CRAWLDB, []),
@@ -283,5 +313,6 @@ TABLES: dict[str, tuple[StructType, list[str]]] = {
     "robots": (ROBOTS, []),
     "hosts": (HOSTS, []),
     "dns": (DNS, []),
+    "sitemaps": (SITEMAPS, ["gen"]),
     "generations": (GENERATIONS, []),
 }

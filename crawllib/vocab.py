@@ -83,6 +83,7 @@ class FrontierReason:
     SEED: Final = "seed"
     LINK: Final = "link"
     REDIRECT: Final = "redirect"
+    SITEMAP: Final = "sitemap"
 
 
 class DuplicateKind:
@@ -98,6 +99,7 @@ class Record:
     FETCH: Final = "fetch"
     ROBOTS: Final = "robots"
     HOST: Final = "host"  # a slot's politeness state at the end of the call (the hosts table)
+    SITEMAP: Final = "sitemap"  # a sitemap document fetched and read (the sitemaps table)
 
 
 class DelaySource:

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import socket
@@ -72,8 +73,10 @@ from crawllib.fetch.client import (
 from crawllib.fetch.dns import Resolver
 from crawllib.fetch.follow import Follower
 from crawllib.fetch.robots_fetch import RobotsState, classify, fetch_robots, fresh_rows
+from crawllib.fetch.sitemap_fetch import fetch_sitemap, sitemap_urls
 from crawllib.fetch.slots import LoopClock, Slot
 from crawllib.records import EngineRecord, FetchRecord, HostRecord, HostState
+from crawllib.robots import RobotsRules
 from crawllib.urls import host_of, registered_domain
 from crawllib.vocab import (
     HOST_DOWN_KINDS,
@@ -155,6 +158,10 @@ class _Run:
         self.group: asyncio.TaskGroup | None = None
         follow = cfg.fetch.follow and cfg.fetch.extract
         self.follower = Follower(cfg, follow_rows) if follow else None
+        # slot -> sitemaps to fetch after its pages (host, URL, the host's rules); host -> how
+        # many it has been given (sitemaps.max_documents)
+        self.sitemaps: dict[str, deque[tuple[str, str, RobotsRules]]] = {}
+        self.sitemaps_given: Counter[str] = Counter()
 
     async def emit(self, record: EngineRecord) -> None:
         result = self._emit(record)
@@ -275,6 +282,48 @@ class _Run:
                     self.group.create_task(self._extract_and_emit(slot, record))
                 else:
                     await self.emit(record)
+            await self._fetch_sitemaps(slot)
+
+    def _queue_sitemaps(
+        self, slot: Slot, host: str, url: str, listed: Iterable[str], rules: RobotsRules
+    ) -> None:
+        """After a fresh robots.txt of ``host`` whose rules apply: its sitemaps, to fetch on
+        the slot once its pages are done (crawllib.fetch.sitemap_fetch)."""
+        queue = self.sitemaps.setdefault(slot.key, deque())
+        for sitemap in sitemap_urls(url, listed, slot.hosts | {host}):
+            if self.sitemaps_given[host] < self.cfg.sitemaps.max_documents:
+                self.sitemaps_given[host] += 1
+                queue.append((host, sitemap, rules))
+
+    async def _fetch_sitemaps(self, slot: Slot) -> None:
+        queue = self.sitemaps.pop(slot.key, None)
+        assert self.session is not None
+        while queue:
+            host, url, rules = queue.popleft()
+            if self._held(slot) is not None:
+                return  # the slot may not ask more in this slice: the next robots.txt will
+            record = await fetch_sitemap(
+                self.session,
+                url,
+                host,
+                self.cfg,
+                rules,
+                lambda: slot.wait_turn(self.deadline),
+                lambda got: self._after(slot, got),
+                functools.partial(self._address_gate, host),
+                slot.sent,
+                self.now,
+                self.extractor,
+            )
+            if record is None:
+                continue
+            for child in record["children"]:
+                if host_of(child) in slot.hosts and self.sitemaps_given[host] < (
+                    self.cfg.sitemaps.max_documents
+                ):
+                    self.sitemaps_given[host] += 1
+                    queue.append((host, child, rules))
+            await self.emit(record)
 
     async def _extract_and_emit(self, slot: Slot, record: FetchRecord) -> None:
         """Extract a fetched page in the extraction thread (the slot goes on meanwhile), queue
@@ -458,6 +507,9 @@ class _Run:
                 record["expires_at"] = min(record["expires_at"], record["fetched_at"] + retry)
             await self.emit(record)
         slot.set_crawl_delay(state.crawl_delay)
+        fresh = not (state.deny_kind or state.down_kind or state.blocked_kind)
+        if record is not None and fresh and self.cfg.sitemaps.enabled:
+            self._queue_sitemaps(slot, host, url, record["sitemaps"], state.rules)
         return state
 
     def _after(self, slot: Slot, got: Fetched) -> None:

@@ -53,6 +53,7 @@ from crawllib.transforms.fetch import (
     hosts_from_results,
     pages_from_results,
     robots_from_results,
+    sitemaps_from_results,
 )
 from crawllib.transforms.parse import links_table, texts_of
 from crawllib.vocab import Outcome, Record, RobotsOutcome, words
@@ -188,7 +189,7 @@ def run(run: StageRun) -> FetchResult:
 
 
 # The tables a slice writes before its fetches rows commit it.
-SLICE_TABLES = ("pages", "texts", "links")
+SLICE_TABLES = ("pages", "texts", "links", "sitemaps")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,7 +291,7 @@ def fetch_slice(
         started = time.monotonic()
         fetched: Counter[str] = Counter()
         robots_by: Counter[str] = Counter()
-        pages = extracted = followed = 0
+        pages = extracted = followed = sitemaps = 0
         for row in (
             results.groupBy(
                 "record",
@@ -304,6 +305,9 @@ def fetch_slice(
         ):
             if row["record"] == Record.ROBOTS:
                 robots_by[row["outcome"]] += row["count"]
+                continue
+            if row["record"] == Record.SITEMAP:
+                sitemaps += row["count"]
                 continue
             fetched[row["outcome"]] += row["count"]
             if row["outcome"] == Outcome.OK and row["page"]:  # the rows pages_from_results keeps
@@ -322,13 +326,16 @@ def fetch_slice(
             "pages": pages_from_results(results, gen, slice_),
             "texts": texts_of(pages_extracted),
             "links": links_table(pages_extracted),
+            "sitemaps": sitemaps_from_results(results, gen, slice_),
         }
+        wrote = {"pages": True, "texts": bool(extracted), "links": bool(extracted)}
+        wrote["sitemaps"] = bool(sitemaps)
 
         def writer(name: str) -> Callable[[], None]:
             def write() -> None:
                 if dirty:
                     tables.replace_where(rows[name], root, name, where)
-                elif name == "pages" or extracted:
+                elif wrote[name]:
                     tables.append(rows[name], root, name)
 
             return write

@@ -34,10 +34,11 @@ from crawllib.transforms.parse import (
     mark_exact_duplicates,
     mark_near_duplicates,
     next_frontier,
+    sitemap_frontier,
     texts_of,
     with_duplicate_marks,
 )
-from crawllib.vocab import DuplicateKind, FrontierReason
+from crawllib.vocab import DuplicateKind, FrontierReason, sql_list
 
 log = logging.getLogger(__name__)
 
@@ -69,12 +70,13 @@ def run(run: StageRun) -> ParseResult:
     todo = pages if run.force else pages.join(stored.select("url_key"), "url_key", "left_anti")
     # Only a first run of parse over a fetch that extracted nothing finds no texts of gen.
     replace = not run.first or not stored.isEmpty()
+    sitemaps = run.read("sitemaps").where(F.col("gen") == gen)
     extracted = extract_pages(todo, run.cfg).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         # The costly part, run once: feeds the links and the texts written below.
         new = extracted.count()
-        if run.first and not new and not replace:  # no pages: an idle generation
-            return ParseResult.nothing()
+        if run.first and not new and not replace and sitemaps.isEmpty():
+            return ParseResult.nothing()  # no pages and no sitemaps: an idle generation
         if new:
             _write_links(run, extracted, keep_stored=not run.force)
         kept = stored.join(extracted.select("url_key"), "url_key", "left_anti")
@@ -82,7 +84,7 @@ def run(run: StageRun) -> ParseResult:
         texts_counts, links_counts = tables.in_parallel(
             run.spark,
             lambda: _write_texts(run, texts, replace, None if new else stored),
-            lambda: _write_frontier(run, pages.select("url_key", "depth")),
+            lambda: _write_frontier(run, pages.select("url_key", "depth"), sitemaps),
         )
     finally:
         extracted.unpersist()
@@ -166,24 +168,27 @@ def _write_texts(
     return {name: int(row[name] or 0) for name in row.asDict()}
 
 
-def _write_frontier(run: StageRun, depths: DataFrame) -> dict[str, int]:
+def _write_frontier(run: StageRun, depths: DataFrame, sitemaps: DataFrame) -> dict[str, int]:
     """The frontier of gen + 1 from the links of gen (``depths``: url_key, depth of its
-    pages); the counts of links and frontier rows."""
+    pages) and the URLs its sitemaps list; the counts of links and frontier rows."""
     gen = run.gen
     links = run.read("links").where(F.col("gen") == gen)
-    where = f"gen = {gen + 1} AND reason = '{FrontierReason.LINK}'"
+    reasons = sql_list([FrontierReason.LINK, FrontierReason.SITEMAP])
+    where = f"gen = {gen + 1} AND reason IN ({reasons})"
     if not run.frontier_open:  # gen + 1 was planned from it: kept as it is
         return {"links": links.count(), "new_frontier": run.read("frontier").where(where).count()}
     links = links.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         fetched = run.read("fetches").where(F.col("gen") == gen).select("url_key")
         known = run.read("crawldb").select("url_key").unionByName(fetched)
-        frontier = next_frontier(links, depths, known, gen)
-        frontier = frontier.persist(StorageLevel.MEMORY_AND_DISK)
+        linked = next_frontier(links, depths, known, gen).persist(StorageLevel.MEMORY_AND_DISK)
+        listed = sitemap_frontier(sitemaps, known.unionByName(linked.select("url_key")), gen)
+        frontier = linked.unionByName(listed).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             run.replace_own(frontier, "frontier", where)
             return {"links": links.count(), "new_frontier": frontier.count()}
         finally:
             frontier.unpersist()
+            linked.unpersist()
     finally:
         links.unpersist()

@@ -17,10 +17,13 @@ from crawllib import tables
 from crawllib.schemas import CRAWLDB
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.transforms.update import (
+    SITEMAP_HINTS_GUARD,
+    SITEMAP_HINTS_UPDATE,
     crawldb_update_guard,
     crawldb_updates,
     followed_frontier,
     redirect_frontier,
+    sitemap_hints,
     visit_counts,
 )
 from crawllib.vocab import VISITED_OUTCOMES, FrontierReason, Outcome, Status
@@ -119,6 +122,21 @@ def run(run: StageRun) -> UpdateResult:
         update={f.name: f"s.{f.name}" for f in CRAWLDB.fields if f.name != "url_key"},
         update_condition=crawldb_update_guard(gen),
     )
+
+    # What this generation's sitemaps say of pages with a stored version (one more MERGE, only
+    # in a generation that read sitemaps: at most once per robots.txt fetch of a host).
+    sitemaps = run.read("sitemaps").where(F.col("gen") == gen)
+    if not sitemaps.isEmpty():
+        tables.merge(
+            spark,
+            sitemap_hints(sitemaps, cfg),
+            root,
+            "crawldb",
+            keys=["url_key"],
+            update=SITEMAP_HINTS_UPDATE,
+            insert=False,
+            update_condition=SITEMAP_HINTS_GUARD,
+        )
 
     fetched = fetches.groupBy("url_key").agg(
         F.max(F.col("outcome").isin(*VISITED_OUTCOMES)).alias("_visited"),

@@ -35,6 +35,7 @@ from crawllib.records import (
     HostRecord,
     HostState,
     RobotsRecord,
+    SitemapRecord,
     fields,
     value_type,
 )
@@ -46,6 +47,7 @@ from crawllib.schemas import (
     HOSTS,
     PAGES,
     ROBOTS,
+    SITEMAPS,
     B,
     D,
     I,
@@ -122,6 +124,7 @@ RESULT_SCHEMA = _merged(
     _result_columns(FetchRecord, (FETCHES, PAGES), {}),
     _result_columns(RobotsRecord, (ROBOTS,), ROBOTS_RENAMED),
     _result_columns(HostRecord, (HOSTS,), {}),
+    _result_columns(SitemapRecord, (SITEMAPS,), {}),
 )
 
 _CONVERT: dict[type, Callable[[Any], Any]] = {
@@ -483,6 +486,13 @@ HOSTS_UPDATE: dict[str, str] = {
     "addresses": "slice(array_distinct(concat(s.addresses, t.addresses)), 1, 16)",
     "first_gen": "least(t.first_gen, s.first_gen)",
 }
+
+
+def sitemaps_from_results(results: DataFrame, gen: int, slice_: int) -> DataFrame:
+    """Sitemap records -> sitemaps rows of this slice."""
+    return results.filter(F.col("record") == Record.SITEMAP).select(
+        *_table_columns(SITEMAPS, gen=F.lit(gen), slice=F.lit(slice_))
+    )
 
 
 def robots_from_results(results: DataFrame) -> DataFrame:

@@ -266,3 +266,31 @@ def next_frontier(links: DataFrame, pages: DataFrame, known: DataFrame, gen: int
             discovered_at=F.current_timestamp(),
         )
     )
+
+
+def sitemap_frontier(sitemaps: DataFrame, known: DataFrame, gen: int) -> DataFrame:
+    """URLs the sitemaps of gen list that are not known -> frontier rows of gen + 1 (reason
+    "sitemap", depth 1: one step from the site's root, like a link of its home page).
+
+    In: sitemaps rows of gen (url, fetched_at, entries); known url_keys (as for
+    :func:`next_frontier`, plus the link targets already in the next frontier). Out: frontier
+    columns, one row per url_key: source_url = the smallest sitemap URL listing it,
+    discovered_at = that sitemap's fetch time (a rerun writes the same rows).
+    """
+    entries = sitemaps.select(
+        F.col("url").alias("source_url"),
+        F.col("fetched_at").alias("discovered_at"),
+        F.explode("entries").alias("e"),
+    ).select("e.url_key", "e.url", "e.host", "source_url", "discovered_at")
+    first = F.min(F.struct("source_url", "discovered_at", "url", "host"))
+    listed = entries.groupBy("url_key").agg(first.alias("first")).select("url_key", "first.*")
+    new = listed.join(known.select("url_key"), "url_key", "left_anti")
+    return new.select(
+        *columns_of(
+            FRONTIER,
+            gen=F.lit(gen + 1),
+            domain=registered_domain_udf(F.col("host")),
+            depth=F.lit(1),
+            reason=F.lit(FrontierReason.SITEMAP),
+        )
+    )

@@ -39,6 +39,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from crawllib.config import Config, parse_now
 from crawllib.schedule import HOUR, next_interval, revisits
 from crawllib.schemas import CRAWLDB, FRONTIER, columns_of
+from crawllib.sitemaps import changefreq_seconds
 from crawllib.urls import InvalidURL, host_of, normalize_url, registered_domain, url_key
 from crawllib.vocab import (
     PERMANENT_ERRORS,
@@ -46,8 +47,10 @@ from crawllib.vocab import (
     VISITED_OUTCOMES,
     ErrorKind,
     FrontierReason,
+    IntervalSource,
     Outcome,
     Status,
+    sql_list,
     words,
 )
 
@@ -332,3 +335,63 @@ def followed_frontier(fetches: DataFrame, frontier: DataFrame, gen: int) -> Data
     )
     held = frontier.where(F.col("gen") == gen).select("url_key")
     return rows.join(held, on="url_key", how="left_anti")
+
+
+def sitemap_hints(sitemaps: DataFrame, cfg: Config) -> DataFrame:
+    """What the sitemaps of a generation say of each URL they list, as crawldb-shaped rows for
+    :data:`SITEMAP_HINTS_UPDATE`: next_fetch_at = its ``lastmod`` (the latest, if several list
+    it), fetch_interval = its ``changefreq`` as seconds (crawllib.sitemaps.changefreq_seconds,
+    within the recrawl bounds; the shortest), the other columns null.
+
+    In: sitemaps rows (entries). Out: CRAWLDB columns, one row per url_key with a hint.
+    """
+    words = ("always", "hourly", "daily", "weekly", "monthly", "yearly")
+    low, high = cfg.recrawl.min_interval_hours * HOUR, cfg.recrawl.max_interval_hours * HOUR
+    seconds = F.lit(None).cast("double")
+    for word in reversed(words):
+        hint = min(max(changefreq_seconds(word) or high, low), high)
+        seconds = F.when(F.lower(F.col("e.changefreq")) == word, F.lit(hint)).otherwise(seconds)
+    hints = (
+        sitemaps.select(F.explode("entries").alias("e"))
+        .select(
+            F.col("e.url_key").alias("url_key"),
+            F.timestamp_seconds(F.col("e.lastmod")).alias("lastmod"),
+            seconds.alias("interval"),
+        )
+        .where(F.col("lastmod").isNotNull() | F.col("interval").isNotNull())
+        .groupBy("url_key")
+        .agg(F.max("lastmod").alias("lastmod"), F.min("interval").alias("interval"))
+    )
+    blank = {f.name: F.lit(None) for f in CRAWLDB.fields if f.name != "url_key"}
+    return hints.select(
+        *columns_of(
+            CRAWLDB,
+            **{**blank, "next_fetch_at": F.col("lastmod"), "fetch_interval": F.col("interval")},
+        )
+    )
+
+
+# MERGE of :func:`sitemap_hints` (``s``) into crawldb (``t``), for pages with a stored version:
+# a lastmod after the visit makes the page due at once (next_fetch_at = lastmod, already past);
+# a changefreq replaces the default interval of a page not yet adapted (interval_source
+# "sitemap"). Taking the earlier time and replacing only a default interval, a rerun changes
+# nothing.
+_CHANGED_SINCE = "s.next_fetch_at > t.fetched_at"
+_HINTED = f"s.fetch_interval IS NOT NULL AND t.interval_source = '{IntervalSource.DEFAULT}'"
+SITEMAP_HINTS_GUARD = (
+    f"t.status IN ({sql_list(REVISITED_STATUSES)}) AND t.fetched_at IS NOT NULL AND ("
+    f"({_CHANGED_SINCE} AND (t.next_fetch_at IS NULL OR s.next_fetch_at < t.next_fetch_at))"
+    f" OR ({_HINTED}))"
+)
+SITEMAP_HINTS_UPDATE = {
+    "next_fetch_at": (
+        f"least(t.next_fetch_at, CASE WHEN {_CHANGED_SINCE} THEN s.next_fetch_at END, "
+        f"CASE WHEN {_HINTED} THEN t.fetched_at + make_interval(0, 0, 0, 0, 0, 0, "
+        "s.fetch_interval) END)"
+    ),
+    "fetch_interval": f"CASE WHEN {_HINTED} THEN s.fetch_interval ELSE t.fetch_interval END",
+    "interval_source": (
+        f"CASE WHEN {_HINTED} THEN '{IntervalSource.SITEMAP}' ELSE t.interval_source END"
+    ),
+    "updated_at": "current_timestamp()",
+}

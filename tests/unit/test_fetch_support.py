@@ -130,8 +130,10 @@ class RawServer:
 
 
 def config(resolve: dict[str, str], **changes):
-    """The default config with test timings, reaching only `resolve` (resolve_only on)."""
+    """The default config with test timings, reaching only `resolve` (resolve_only on). No
+    sitemaps unless asked for (they add requests after each host's pages)."""
     base = {
+        "sitemaps__enabled": False,
         "politeness__default_delay": 0.0,
         "politeness__jitter": 0.0,
         "fetch__connect_timeout": 2.0,

@@ -40,6 +40,7 @@ from crawllib.records import (
     HostState,
     Link,
     RobotsRecord,
+    SitemapRecord,
     fields,
     value_type,
 )
@@ -144,10 +145,10 @@ def test_the_engine_input_is_fetchlist_columns():
 
 
 def test_record_kinds_are_the_vocabulary():
-    declarations = (FetchRecord, RobotsRecord, HostRecord)
+    declarations = (FetchRecord, RobotsRecord, HostRecord, SitemapRecord)
     kinds = [typing.get_args(fields(d)["record"]) for d in declarations]
-    assert kinds == [(Record.FETCH,), (Record.ROBOTS,), (Record.HOST,)]
-    assert words(Record) == (Record.FETCH, Record.ROBOTS, Record.HOST)
+    assert kinds == [(Record.FETCH,), (Record.ROBOTS,), (Record.HOST,), (Record.SITEMAP,)]
+    assert words(Record) == (Record.FETCH, Record.ROBOTS, Record.HOST, Record.SITEMAP)
 
 
 def test_a_request_result_is_a_fetch_record_without_the_row_identity():
@@ -219,6 +220,10 @@ def assert_record_is_declared(record: dict, declaration: type) -> None:
             continue
         origin = typing.get_origin(python) or python
         assert isinstance(value, origin), (key, value)
+        (item, *_) = typing.get_args(python) or (None,)
+        if origin is list and typing.is_typeddict(item):
+            assert all(set(v) == set(fields(item)) for v in value), (key, value)
+            continue
         if origin in (dict, list):
             items = value.items() if origin is dict else [value]
             assert all(isinstance(v, str) for kv in items for v in kv), (key, value)
@@ -240,6 +245,8 @@ def test_a_real_run_emits_exactly_the_declared_records():
         server.text("a.test", "/missing", "gone", status=404)
         server.route("a.test", "/moved", moved)
         server.route("a.test", "/same", same)
+        listed = "<urlset><url><loc>http://a.test/new</loc><lastmod>2026-01-02</lastmod></url>"
+        server.text("a.test", "/sitemap.xml", listed + "</urlset>", content_type="text/xml")
         # one URL of a.test more than max_urls_per_host: the last is deferred
         a_test = ["http://a.test/ok", "http://a.test/missing", "http://a.test/moved",
                   "http://a.test/no/x", "ftp://a.test/x", "http://a.test/same",
@@ -248,6 +255,7 @@ def test_a_real_run_emits_exactly_the_declared_records():
         cfg = config(
             {**server.resolve("a.test"), "down.test": f"127.0.0.1:{closed}"},
             fetch__max_urls_per_host=len(a_test) - 1,
+            sitemaps__enabled=True,
         )
         revisit = {"etag": '"v1"', "attempts": 1}
         rows = [row(u, **(revisit if u.endswith("/same") else {})) for u in urls]
@@ -255,7 +263,15 @@ def test_a_real_run_emits_exactly_the_declared_records():
     fetches = [r for r in records if r["record"] == Record.FETCH]
     robots = [r for r in records if r["record"] == Record.ROBOTS]
     hosts = [r for r in records if r["record"] == Record.HOST]
-    assert len(fetches) + len(robots) + len(hosts) == len(records)
+    sitemaps = [r for r in records if r["record"] == Record.SITEMAP]
+    assert len(fetches) + len(robots) + len(hosts) + len(sitemaps) == len(records)
+    # a.test's robots.txt lists none: its /sitemap.xml, read after its pages
+    (sitemap,) = sitemaps
+    assert_record_is_declared(sitemap, SitemapRecord)
+    assert [(e["url"], e["lastmod"]) for e in sitemap["entries"]] == [
+        ("http://a.test/new", 1767312000.0)
+    ]
+    assert sitemap["fetched_at"] > max(r["fetched_at"] for r in fetches)
     assert sorted(r["slot"] for r in hosts) == ["a.test", "down.test"]  # one per slot
     for r in hosts:
         assert_record_is_declared(r, HostRecord)
