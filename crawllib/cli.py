@@ -115,20 +115,12 @@ def cmd_seed(args: argparse.Namespace, cfg: Config) -> int:
 
 @command("sql", "run a read-only query over the crawl tables (each visible by its name)", _sql_args)
 def cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
-    from pyspark.errors import AnalysisException
-
-    from crawllib import tables
     from crawllib.errors import QueryRefused
     from crawllib.output import WRITERS
-    from crawllib.readonly import check_query, first_line
+    from crawllib.readonly import first_line, run_query
 
     spark = _crawl_session(cfg, args.root)
-    check_query(spark, args.root, args.query)  # before Spark runs anything of it
-    tables.register_views(spark, args.root)
-    try:
-        df = spark.sql(args.query)
-    except AnalysisException as exc:
-        raise QueryRefused(str(exc).strip().splitlines()[0]) from None
+    df = run_query(spark, args.root, args.query)
     if args.limit is not None:
         df = df.limit(args.limit)
     rows = (tuple(r) for r in df.toLocalIterator())

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from crawllib import tables
 from crawllib.errors import QueryRefused
@@ -63,6 +63,19 @@ def check_query(spark: SparkSession, root: str, query: str) -> None:
     guard.plan(plan)
 
 
+def run_query(spark: SparkSession, root: str, query: str) -> DataFrame:
+    """The result of a read-only ``query`` over the crawl's tables and views (lazy: it runs
+    when read); QueryRefused when it is not read-only or Spark cannot resolve it."""
+    from pyspark.errors import AnalysisException
+
+    check_query(spark, root, query)  # before Spark runs anything of it
+    tables.register_views(spark, root)
+    try:
+        return spark.sql(query)
+    except AnalysisException as exc:
+        raise QueryRefused(str(exc).strip().splitlines()[0]) from None
+
+
 def first_line(exc: BaseException) -> str:
     text = str(exc)
     for marker in ("ParseException:", "Exception:"):
@@ -77,7 +90,7 @@ class _Guard:
     def __init__(self, jvm: Any, root: str) -> None:
         self.subquery = jvm.java.lang.Class.forName(SUBQUERY)
         self.logical_plan = jvm.java.lang.Class.forName(LOGICAL_PLAN)
-        self.names = set(tables.TABLES)
+        self.names = set(tables.TABLES) | set(tables.VIEWS)
         self.paths = {tables.table_path(root, n).rstrip("/") for n in tables.TABLES}
         self.ctes: set[str] = set()
 
@@ -129,7 +142,8 @@ class _Guard:
             return
         raise QueryRefused(
             f"{'.'.join(parts)} is not a table of this crawl; the tables are: "
-            f"{', '.join(tables.TABLES)} (or delta.`ROOT/<table>`)"
+            f"{', '.join(tables.TABLES)}, the views {', '.join(tables.VIEWS)} "
+            "(or delta.`ROOT/<table>`)"
         )
 
 

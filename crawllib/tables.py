@@ -138,11 +138,35 @@ def one_row(df: DataFrame) -> Row:
     return row
 
 
+# Views over the versions pages and texts keep (one row per visit that stored a page): the
+# latest of each URL, and the history of a URL's text. A revisit answered 304 stores none, so
+# its latest version is the one stored before.
+_LATEST = (
+    "SELECT * EXCEPT (_newest) FROM (SELECT *, row_number() OVER "
+    "(PARTITION BY url_key ORDER BY gen DESC, slice DESC) AS _newest FROM {table}) "
+    "WHERE _newest = 1"
+)
+VIEWS = {
+    "latest_texts": _LATEST.format(table="texts"),
+    "latest_pages": _LATEST.format(table="pages"),
+    "text_history": (
+        "SELECT t.url_key, t.url, t.gen, p.fetched_at, t.content_hash, t.text_chars, "
+        "CASE WHEN lag(t.content_hash) OVER w IS NULL THEN NULL "
+        "ELSE NOT (lag(t.content_hash) OVER w <=> t.content_hash) END AS changed "
+        "FROM texts t LEFT JOIN pages p ON p.gen = t.gen AND p.url_key = t.url_key "
+        "WINDOW w AS (PARTITION BY t.url_key ORDER BY t.gen)"
+    ),
+}
+
+
 def register_views(spark: SparkSession, root: str) -> None:
-    """Make every table queryable in SQL by its name (SELECT count(*) FROM frontier)."""
+    """Make every table queryable in SQL by its name (SELECT count(*) FROM frontier), and the
+    VIEWS over them."""
     for name in TABLES:
         if name not in LATER_TABLES or exists(spark, root, name):
             read(spark, root, name).createOrReplaceTempView(name)
+    for name, query in VIEWS.items():
+        spark.sql(query).createOrReplaceTempView(name)
 
 
 # One SQL expression per column: a single py4j call per write, where building Column objects

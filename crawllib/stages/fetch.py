@@ -81,6 +81,7 @@ class FetchResult(StageResult):
     blocked: int
     error: int
     deferred: int
+    not_modified: int
     pages: int
     extracted: int
     followed: int

@@ -25,6 +25,11 @@ Last-Modified), 1 ``ignore`` (both sent, always 200 with the body), 2 ``none`` (
 The validators follow the bytes (:func:`crawllib.testing.changes.page_version`), so a ``full``
 boilerplate page answers 200 with new bytes every hour although its extracted text is the same.
 
+With ``WebSpec.changing_sitemap``, each changing host also serves ``/sitemap.xml``: every
+/c/ page with ``lastmod`` (the start of its text version) and, for periodic kinds, its
+``changefreq``, and ``/archive.html``, a page that never changes and that only the sitemap
+lists. Without it both answer 404.
+
 A version's main text (what ``crawllib.extract`` keeps: the ``<article>``) is an "Updated
 <date>" line and five sections of seeded prose, drawn from ``(seed, host, path, text
 version)``: it changes completely from one version to the next. The ground truth (kind,
@@ -42,7 +47,17 @@ from email.utils import formatdate, parsedate_to_datetime
 from typing import TYPE_CHECKING
 
 from crawllib.testing import changes
-from crawllib.testing.content import Link, Route, article_html, hrefs, sentence, text_route, title
+from crawllib.testing.content import (
+    Link,
+    Route,
+    article_html,
+    fixed_route,
+    hrefs,
+    sentence,
+    simple_page,
+    text_route,
+    title,
+)
 
 if TYPE_CHECKING:
     from crawllib.testing.site import WebSpec
@@ -55,6 +70,10 @@ def route(spec: WebSpec, host: str, path: str, now: float) -> Route | None:
     """The response of a changing host at time ``now``, or None (404)."""
     if path == "/robots.txt":
         return text_route(ALLOW_ALL)
+    if spec.changing_sitemap and path == "/sitemap.xml":
+        return fixed_route(sitemap_xml(spec, host, now), content_type="application/xml")
+    if spec.changing_sitemap and path == ARCHIVE:
+        return simple_page(spec.seed, host, path, ["/"], heading=f"{host}: archive")
     n = changes.page_number(host, path)
     if n is None or n >= spec.changing_pages:
         return None
@@ -83,6 +102,25 @@ def route(spec: WebSpec, host: str, path: str, now: float) -> Route | None:
         conditional=mode == "full",
         body=render,
     )
+
+
+ARCHIVE = "/archive.html"  # listed by the sitemap only
+CHANGEFREQ = {"hourly": "hourly", "daily": "daily", "weekly": "weekly", "never": "never"}
+
+
+def sitemap_xml(spec: WebSpec, host: str, now: float) -> bytes:
+    """The sitemap of a changing host at ``now``: its /c/ pages (lastmod: when their text
+    version began; changefreq for periodic and never-changing kinds) and ARCHIVE."""
+    entries = []
+    for n in range(spec.changing_pages):
+        url = f"http://{host}/c/{n}.html"
+        lastmod = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(changes.version_start(url, now)))
+        freq = CHANGEFREQ.get(changes.change_kind(url))
+        hint = f"<changefreq>{freq}</changefreq>" if freq else ""
+        entries.append(f"<url><loc>{url}</loc><lastmod>{lastmod}</lastmod>{hint}</url>")
+    entries.append(f"<url><loc>http://{host}{ARCHIVE}</loc></url>")
+    xmlns = "http://www.sitemaps.org/schemas/sitemap/0.9"
+    return f'<urlset xmlns="{xmlns}">{"".join(entries)}</urlset>'.encode()
 
 
 def not_modified(headers: Sequence[tuple[str, str]], request: Mapping[str, str]) -> bool:

@@ -72,6 +72,7 @@ class WebSpec:
     addresses: int = 1
     changing_hosts: int = 0  # live0.com ...: pages that change with the clock (see live)
     changing_pages: int = 40  # /c/0.html .. /c/<n-1>.html on each changing host
+    changing_sitemap: bool = False  # changing hosts serve /sitemap.xml (see live)
 
 
 def regular_host_name(i: int) -> str:

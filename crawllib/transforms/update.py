@@ -372,10 +372,10 @@ def sitemap_hints(sitemaps: DataFrame, cfg: Config) -> DataFrame:
 
 
 # MERGE of :func:`sitemap_hints` (``s``) into crawldb (``t``), for pages with a stored version:
-# a lastmod after the visit makes the page due at once (next_fetch_at = lastmod, already past);
 # a changefreq replaces the default interval of a page not yet adapted (interval_source
-# "sitemap"). Taking the earlier time and replacing only a default interval, a rerun changes
-# nothing.
+# "sitemap", next_fetch_at = its visit + that interval); a lastmod after the visit makes the
+# page due at once (next_fetch_at = lastmod, already past, if earlier). Replacing only a
+# default interval and taking the earlier time, a rerun changes nothing.
 _CHANGED_SINCE = "s.next_fetch_at > t.fetched_at"
 _HINTED = f"s.fetch_interval IS NOT NULL AND t.interval_source = '{IntervalSource.DEFAULT}'"
 SITEMAP_HINTS_GUARD = (
@@ -385,9 +385,9 @@ SITEMAP_HINTS_GUARD = (
 )
 SITEMAP_HINTS_UPDATE = {
     "next_fetch_at": (
-        f"least(t.next_fetch_at, CASE WHEN {_CHANGED_SINCE} THEN s.next_fetch_at END, "
-        f"CASE WHEN {_HINTED} THEN t.fetched_at + make_interval(0, 0, 0, 0, 0, 0, "
-        "s.fetch_interval) END)"
+        f"least(CASE WHEN {_HINTED} THEN t.fetched_at + make_interval(0, 0, 0, 0, 0, 0, "
+        "s.fetch_interval) ELSE t.next_fetch_at END, "
+        f"CASE WHEN {_CHANGED_SINCE} THEN s.next_fetch_at END)"
     ),
     "fetch_interval": f"CASE WHEN {_HINTED} THEN s.fetch_interval ELSE t.fetch_interval END",
     "interval_source": (

@@ -1,5 +1,6 @@
 """Crash safety: SIGKILL `crawl run` (its whole process group) in the middle of a fetch and in
-the middle of a parse, rerun it, and end with what an uninterrupted crawl gives."""
+the middle of a parse, rerun it, and end with what an uninterrupted crawl gives. Pages are due
+again seconds after their visit, so generation 1 revisits generation 0's pages."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ SETTINGS = {
     "politeness.default_delay": 0.1,
     "storage.fetch_slices": 4,
     "storage.lease_seconds": 3,  # a killed run's writer lease expires soon
+    "recrawl.default_interval_hours": 0.001,  # due again 3.6 s after a visit: gen 1 revisits
 }
 
 
@@ -156,19 +158,29 @@ def test_kill_in_fetch_and_in_parse_then_rerun_matches_uninterrupted(spark, web,
     for name, where in (("pages", "true"), ("texts", "true"), ("fetches", "outcome = 'ok'")):
         assert set(table_urls(spark, root, name, where)) == expected, name
     for name in ("pages", "texts", "crawldb", "fetches"):
-        keys = [r["url_key"] for r in tables.read(spark, root, name).select("url_key").collect()]
-        assert len(keys) == len(set(keys)), f"{name} holds a URL twice"
+        rows = [r.asDict() for r in tables.read(spark, root, name).collect()]
+        keys = [(r.get("gen"), r["url_key"]) for r in rows]
+        assert len(keys) == len(set(keys)), f"{name} holds a URL twice in a generation"
+
+    # generation 1 revisited what generation 0 fetched: one more request each, no more
+    fetches = tables.read(spark, root, "fetches").where("outcome = 'ok'").collect()
+    visits = collections.Counter(r["url"] for r in fetches)
+    revisited = {u for u, n in visits.items() if n == 2}
+    assert revisited and max(visits.values()) == 2
+    status = tables.read(spark, root, "generations").where("gen = 1 AND stage = 'update'")
+    counts = [r["counts"] for r in status.collect() if r["state"] == "done"][-1]
+    assert counts["revisited"] == len(revisited) and counts["unchanged"] == len(revisited)
 
     requests = page_requests(web.log)
     assert {normalize_url(u) for u in requests} <= attempts
-    # Only URLs of the slice in flight at the kill were requested twice.
-    twice = {normalize_url(u) for u, n in requests.items() if n > 1}
+    # Only URLs of the slice in flight at the kill were requested more often than visited.
+    twice = {normalize_url(u) for u, n in requests.items() if n > visits.get(normalize_url(u), 1)}
     assert twice <= {normalize_url(u) for u in after_kill}, "refetched a URL not in flight"
     # (by the slice of their fetches rows: URLs followed inside a task are in no fetchlist)
     slices = {
         (r["gen"], r["slice"])
         for r in tables.read(spark, root, "fetches").collect()
-        if r["url"] in twice
+        if r["url"] in twice and r["gen"] == 0
     }
     assert len(slices) <= 1, slices
     followed = tables.read(spark, root, "fetches").where("source_url IS NOT NULL").count()

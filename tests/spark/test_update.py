@@ -11,10 +11,16 @@ from pyspark.sql import functions as F
 
 from crawllib import tables
 from crawllib.config import replace
-from crawllib.schemas import CRAWLDB, FETCHES, FRONTIER, TEXTS
+from crawllib.schemas import CRAWLDB, FETCHES, FRONTIER, SITEMAPS, TEXTS
 from crawllib.stages import update
 from crawllib.stages.base import StageRun
-from crawllib.transforms.update import crawldb_updates, redirect_frontier
+from crawllib.transforms.update import (
+    SITEMAP_HINTS_GUARD,
+    SITEMAP_HINTS_UPDATE,
+    crawldb_updates,
+    redirect_frontier,
+    sitemap_hints,
+)
 from crawllib.urls import url_key
 
 GEN = 3
@@ -365,3 +371,57 @@ def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
     assert history[0]["operationMetrics"]["numTargetRowsUpdated"] == "0"
     assert history[0]["operationMetrics"]["numTargetRowsInserted"] == "0"
     assert frontier.count() == 3
+
+
+def test_sitemap_hints_make_changed_pages_due_and_replace_a_default_interval(
+    spark, spark_cfg, root
+):
+    week = 7 * DAY
+    default = {"fetch_interval": DAY, "interval_source": "default"}
+    default["next_fetch_at"] = T_OLD + dt.timedelta(days=1)
+    before = [
+        stored(40, **default),  # lastmod after the visit: due at once
+        stored(41),  # adapted already: its changefreq is ignored, its lastmod is old
+        stored(42, **default),  # changefreq weekly replaces the default day
+        {**known(43), "status": "queued"},  # never fetched: no hint applies
+    ]
+    tables.append(frame(spark, CRAWLDB, before), root, "crawldb")
+    changed_at = T_OLD + dt.timedelta(hours=3)
+
+    def entry(key, lastmod=None, changefreq=None):
+        stamp = lastmod.replace(tzinfo=dt.UTC).timestamp() if lastmod else None
+        url = f"http://site.test/{key}"
+        return (url, key, "site.test", stamp, changefreq, None)
+
+    sitemap = {
+        "gen": GEN,
+        "slice": 0,
+        "host": "site.test",
+        "url": "http://site.test/sitemap.xml",
+        "entries": [
+            entry(40, lastmod=changed_at),
+            entry(41, lastmod=T_OLD - dt.timedelta(days=1), changefreq="hourly"),
+            entry(42, changefreq="weekly"),
+            entry(43, lastmod=changed_at, changefreq="daily"),
+        ],
+    }
+    hints = sitemap_hints(frame(spark, SITEMAPS, [sitemap]), spark_cfg)
+    for _ in range(2):  # a rerun changes nothing
+        tables.merge(
+            spark,
+            hints,
+            root,
+            "crawldb",
+            keys=["url_key"],
+            update=SITEMAP_HINTS_UPDATE,
+            insert=False,
+            update_condition=SITEMAP_HINTS_GUARD,
+        )
+        rows = {r["url_key"]: r for r in crawldb_rows(spark, root)}
+        assert rows[40]["next_fetch_at"] == changed_at
+        assert rows[40]["interval_source"] == "default"
+        assert rows[41]["next_fetch_at"] == stored(41)["next_fetch_at"]
+        assert (rows[41]["fetch_interval"], rows[41]["interval_source"]) == (HOURS_10, "adaptive")
+        assert (rows[42]["fetch_interval"], rows[42]["interval_source"]) == (week, "sitemap")
+        assert rows[42]["next_fetch_at"] == T_OLD + dt.timedelta(days=7)
+        assert rows[43]["next_fetch_at"] is None and rows[43]["fetch_interval"] is None

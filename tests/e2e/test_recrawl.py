@@ -1,0 +1,163 @@
+"""Revisits end to end: a changing host of the test web crawled at a fixed clock, then again a
+day later. Its pages change on known schedules (crawllib.testing.changes), so every count,
+interval and stored version is checked against the ground truth."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from crawllib import config as config_mod
+from crawllib import pipeline, readonly, tables
+from crawllib.testing import WebSpec, changes, serve_in_thread
+
+pytestmark = pytest.mark.e2e
+
+T0 = changes.ORIGIN + 20 * changes.DAY + 1800  # the first visit
+T1 = T0 + 25 * changes.HOUR  # everything fetched at T0 is due again (one day)
+HOST = "live0.com"
+
+
+def iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def at(t: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(t, dt.UTC).replace(tzinfo=None)
+
+
+@pytest.fixture(scope="module")
+def recrawl(spark, spark_cfg, tmp_path_factory):
+    spec = WebSpec(hosts=0, changing_hosts=1, changing_pages=9, changing_sitemap=True)
+    root = str(tmp_path_factory.mktemp("recrawl") / "crawl")
+    seeds = tmp_path_factory.mktemp("seeds") / "seeds.txt"
+    urls = changes.changing_urls(spec)
+    seeds.write_text("\n".join(urls) + "\n")
+    with serve_in_thread(spec) as web:
+        base = config_mod.replace(
+            spark_cfg,
+            network__resolve=web.resolve,
+            politeness__default_delay=0.05,
+            storage__fetch_slices=1,
+        )
+        web.set_now(T0)
+        pipeline.run_crawl(spark, root, config_mod.replace(base, crawl__now=iso(T0)), str(seeds), 1)
+        web.set_now(T1)
+        cfg = config_mod.replace(base, crawl__now=iso(T1))
+        assert pipeline.plan.has_work(spark, root, cfg, 1)
+        pipeline.run_generation(spark, root, cfg, 1)
+        log = list(web.log)
+    return {"root": root, "urls": urls, "log": log, "spec": spec}
+
+
+DAY = 24 * 3600.0
+HINTS = {"hourly": 3600.0, "daily": DAY, "weekly": 7 * DAY}  # the sitemap's changefreq
+
+
+def first_interval(url: str) -> float:
+    """The interval after the first visit: the default day, or the sitemap's changefreq
+    (read in generation 0, after the pages: it replaces the default)."""
+    return HINTS.get(changes.change_kind(url), DAY) if "/c/" in url else DAY
+
+
+def due(urls: list[str]) -> list[str]:
+    return [u for u in urls if T0 + first_interval(u) <= T1]
+
+
+def counts(spark, root, gen, stage):
+    rows = tables.read(spark, root, "generations").where(f"gen = {gen} AND stage = '{stage}'")
+    return [r["counts"] for r in rows.collect() if r["state"] == "done"][-1]
+
+
+def test_a_revisit_judges_change_by_text_and_adapts_each_interval(spark, recrawl):
+    root, urls = recrawl["root"], recrawl["urls"]
+    revisited = due(urls)
+    weekly = [u for u in urls if changes.change_kind(u) == "weekly"]
+    assert weekly and not set(weekly) & set(revisited)  # its changefreq put it off a week
+    changed = {u for u in revisited if changes.text_version(u, T1) != changes.text_version(u, T0)}
+    # a 304: validators honoured and the bytes unchanged
+    same_bytes = {
+        u for u in revisited if changes.page_version(u, T1) == changes.page_version(u, T0)
+    }
+    not_modified = {u for u in same_bytes if changes.validators(u) == "full"}
+    assert changed and not_modified and set(revisited) - changed - not_modified  # every case
+    update = counts(spark, root, 1, "update")
+    assert (update["revisited"], update["changed"], update["not_modified"]) == (
+        len(revisited),
+        len(changed),
+        len(not_modified),
+    )
+    assert (update["unchanged"], update["new"]) == (len(revisited) - len(changed), 1)
+    assert counts(spark, root, 1, "plan")["revisits"] == len(revisited)
+
+    crawldb = {r["url"]: r for r in tables.read(spark, root, "crawldb").collect()}
+    for url in revisited:
+        row = crawldb[url]
+        interval = min(
+            max(first_interval(url) * (0.8 if url in changed else 1.4), 3600), 720 * 3600
+        )
+        assert (row["status"], row["fetched_at"], row["interval_source"]) == (
+            "fetched",
+            at(T1),
+            "adaptive",
+        ), url
+        assert row["fetch_interval"] == pytest.approx(interval), url
+        assert row["next_fetch_at"] == at(T1 + interval), url
+        assert row["changed_at"] == at(T1 if url in changed else T0), url
+        assert (row["visits_changed"], row["visits_unchanged"]) == (
+            (1, 0) if url in changed else (0, 1)
+        ), url
+        if changes.validators(url) == "none":
+            assert row["etag"] is None
+        else:
+            assert row["etag"] == changes.etag(url, T1), url
+    for url in weekly:
+        row = crawldb[url]
+        assert (row["fetched_at"], row["interval_source"]) == (at(T0), "sitemap")
+        assert row["next_fetch_at"] == at(T0 + 7 * DAY)
+
+
+def test_a_304_sends_the_stored_validators_and_stores_no_new_version(spark, recrawl):
+    root, urls = recrawl["root"], due(recrawl["urls"])
+    fetches = tables.read(spark, root, "fetches").where("gen = 1").collect()
+    outcomes = {r["url"]: r["outcome"] for r in fetches}
+    answered_304 = {u for u, o in outcomes.items() if o == "not_modified"}
+    pages = {r["url"] for r in tables.read(spark, root, "pages").where("gen = 1").collect()}
+    assert answered_304 and not answered_304 & pages
+    assert pages == set(urls) - answered_304 | {f"http://{HOST}/archive.html"}
+    # the server saw one 304 per not-modified page, in generation 1
+    paths_304 = {f"http://{r.host}{r.path_qs}" for r in recrawl["log"] if r.status == 304}
+    assert paths_304 == answered_304
+
+
+def test_the_versions_views_give_the_latest_text_and_the_change_history(spark, recrawl):
+    root, urls = recrawl["root"], due(recrawl["urls"])
+    changed = {u for u in urls if changes.text_version(u, T1) != changes.text_version(u, T0)}
+    latest = readonly.run_query(spark, root, "SELECT url, gen FROM latest_texts").collect()
+    by_url = {r["url"]: r["gen"] for r in latest}
+    assert len(latest) == len(by_url)  # one row per URL
+    versions = readonly.run_query(
+        spark, root, "SELECT url, gen, changed FROM text_history ORDER BY url, gen"
+    ).collect()
+    history = {(r["url"], r["gen"]): r["changed"] for r in versions}
+    for url in urls:
+        if changes.validators(url) == "full" and url not in changed:
+            assert by_url[url] == 0 and (url, 1) not in history  # a 304: no new version
+        else:
+            assert by_url[url] == 1
+            assert history[(url, 1)] == (url in changed), url
+
+
+def test_the_sitemap_lists_an_unlinked_page_and_its_lastmod_reaches_the_schedule(spark, recrawl):
+    root = recrawl["root"]
+    sitemaps = tables.read(spark, root, "sitemaps").collect()
+    assert [(r["url"], r["gen"], r["error_kind"]) for r in sitemaps] == [
+        (f"http://{HOST}/sitemap.xml", 0, None)
+    ]
+    frontier = tables.read(spark, root, "frontier").where("reason = 'sitemap'").collect()
+    assert [(r["url"], r["gen"], r["depth"]) for r in frontier] == [
+        (f"http://{HOST}/archive.html", 1, 1)
+    ]
+    fetched = {r["url"] for r in tables.read(spark, root, "fetches").where("gen = 1").collect()}
+    assert f"http://{HOST}/archive.html" in fetched
