@@ -249,6 +249,13 @@ def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
         pipeline.status_rows(spark, args.root),
         sys.stdout,
     )
+    if args.format == "table":
+        pages, due, fresh = pipeline.freshness(spark, args.root, cfg)
+        if pages:
+            print(
+                f"pages with a stored version: {pages}, due for a revisit: {due}, estimated "
+                f"freshness: {fresh:.1%} (share whose stored version is still current)"
+            )
     return 0
 
 

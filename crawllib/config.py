@@ -204,11 +204,14 @@ class RecrawlConfig:
     min_interval_hours: float = setting(1.0, "shortest adaptive revisit interval", positive)
     max_interval_hours: float = setting(720.0, "longest adaptive revisit interval", positive)
     inc_rate: float = setting(
-        0.4, "an unchanged visit multiplies the interval by 1 + inc_rate", at_least(0)
+        0.1,
+        "an unchanged visit multiplies the interval by 1 + inc_rate (Nutch: 0.4; see "
+        "docs/benchmarks.md, measure 9)",
+        at_least(0),
     )
     dec_rate: float = setting(
-        0.2,
-        "a changed visit multiplies the interval by 1 - dec_rate",
+        0.3,
+        "a changed visit multiplies the interval by 1 - dec_rate (Nutch: 0.2)",
         lambda v: None if 0 <= v < 1 else "a number from 0 to below 1",
     )
     conditional_get: bool = setting(

@@ -16,9 +16,10 @@ from collections.abc import Callable
 from pyspark.sql import SparkSession
 
 from crawllib import generations, integrity, progress, seeding, tables
-from crawllib.config import Config
+from crawllib.config import Config, parse_now
 from crawllib.errors import StageOrderError
 from crawllib.generations import Ledger, States
+from crawllib.schedule import freshness_query
 from crawllib.stages import fetch, parse, plan, update
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.vocab import ACCEPT_STATE, STAGES, Stage, StageState
@@ -274,6 +275,16 @@ def status_rows(spark: SparkSession, root: str) -> list[tuple]:
         seconds = round(r.seconds, 1) if r.seconds is not None else None
         out.append((gen, stage, r.state, seconds, rate, summary))
     return out
+
+
+def freshness(spark: SparkSession, root: str, cfg: Config) -> tuple[int, int, float]:
+    """(pages with a stored version, due now, estimated freshness) by the crawl's clock
+    (crawl.now, or the real one): crawllib.schedule.freshness_query over crawldb."""
+    now = parse_now(cfg.crawl.now)
+    at = "current_timestamp()" if now is None else f"timestamp_seconds({now})"
+    tables.read(spark, root, "crawldb").createOrReplaceTempView("crawldb")
+    row = tables.one_row(spark.sql(freshness_query(at)))
+    return int(row["pages"]), int(row["due"]), float(row["freshness"] or 0.0)
 
 
 def accept_state(spark: SparkSession, root: str) -> dict[str, int]:

@@ -21,6 +21,7 @@ from pyspark.sql.types import StructType
 from pyspark.util import inheritable_thread_target
 
 from crawllib import lease
+from crawllib.schedule import freshness_query
 from crawllib.schemas import TABLES
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,8 @@ VIEWS = {
         "FROM texts t LEFT JOIN pages p ON p.gen = t.gen AND p.url_key = t.url_key "
         "WINDOW w AS (PARTITION BY t.url_key ORDER BY t.gen)"
     ),
+    # pages with a stored version, how many are due, and the estimated share still current
+    "freshness": freshness_query(),
 }
 
 

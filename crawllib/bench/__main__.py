@@ -16,6 +16,7 @@ from crawllib.bench import suite
 BENCHMARKS = {
     "fetch": "crawllib.bench.fetch",
     "memory": "crawllib.bench.memory",
+    "recrawl": "crawllib.bench.recrawl",
 }
 
 

@@ -28,6 +28,7 @@ FULL: dict[str, dict[str, Any]] = {
     "ceiling": {"hosts": 200, "pages": 50},
     "fixed": {"sizes": (1_000, 100_000), "hosts": 20},
     "memory": {"body_sizes": (4 * 2**20, 40 * 2**20), "regular_hosts": 20},
+    "recrawl": {"hosts": 4, "pages": 39, "max_per_host": 10, "days": 14, "check_generations": 6},
 }
 QUICK: dict[str, dict[str, Any]] = {
     "crawl": {"hosts": 6, "pages": 20, "seed_pages": 10, "max_depth": 1, "delay": 0.05},
@@ -36,6 +37,7 @@ QUICK: dict[str, dict[str, Any]] = {
     "ceiling": {"hosts": 6, "pages": 10},
     "fixed": {"sizes": (100, 1_000), "hosts": 3},
     "memory": {"body_sizes": (2**20, 8 * 2**20), "regular_hosts": 3},
+    "recrawl": {"hosts": 1, "pages": 15, "max_per_host": 4, "days": 2, "check_generations": 3},
 }
 IDLE_GOAL_S = 15.0  # fixed cost of a generation with nothing heavy to do
 
@@ -83,6 +85,7 @@ def run_all(work: str, sizes: dict[str, dict[str, Any]], scrapy: bool = True) ->
     from crawllib.bench.crawl import bench_crawl, bench_sites
     from crawllib.bench.fetch import bench_gap_error
     from crawllib.bench.memory import bench_memory
+    from crawllib.bench.recrawl import bench_recrawl
     from crawllib.bench.stages import bench_config, bench_fetch_and_parse, bench_fixed_cost
     from crawllib.session import get_spark
 
@@ -95,6 +98,7 @@ def run_all(work: str, sizes: dict[str, dict[str, Any]], scrapy: bool = True) ->
     out["ceiling"] = bench_fetch_and_parse(spark, os.path.join(work, "ceiling"), **sizes["ceiling"])
     out["fixed"] = bench_fixed_cost(spark, os.path.join(work, "fixed"), **sizes["fixed"])
     out["memory"] = bench_memory(spark, os.path.join(work, "memory"), **sizes["memory"])
+    out["recrawl"] = bench_recrawl(spark, os.path.join(work, "recrawl"), **sizes["recrawl"])
     out["seconds"] = time.perf_counter() - t0
     out["sizes"] = sizes
     return out
@@ -248,7 +252,13 @@ def render(r: dict[str, Any], quick: bool = False) -> str:
             "≤ 0.1",
         ),
     ]
+    if "recrawl" in r:
+        from crawllib.bench.recrawl import details, goal_rows
+
+        lines += [_row(*row) for row in goal_rows(r["recrawl"])]
     lines += ["", *_details(r)]
+    if "recrawl" in r:
+        lines += ["", *details(r["recrawl"])]
     return "\n".join(lines) + "\n"
 
 

@@ -93,7 +93,7 @@ def test_every_cell_runs_and_every_section_plots(executed):
         for i, cell in enumerate(executed.cells)
         if cell.cell_type == "markdown" and cell.source.startswith("## ")
     ]
-    assert len(sections) == 7
+    assert len(sections) == 8
     for heading, cell in sections:
         assert cell.cell_type == "code" and "query(" in cell.source, heading
         assert outputs(cell, "image/png"), f"{heading}: no plot"

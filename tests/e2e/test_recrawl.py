@@ -52,6 +52,7 @@ def recrawl(spark, spark_cfg, tmp_path_factory):
 
 
 DAY = 24 * 3600.0
+RECRAWL = config_mod.RecrawlConfig()  # the defaults
 HINTS = {"hourly": 3600.0, "daily": DAY, "weekly": 7 * DAY}  # the sitemap's changefreq
 
 
@@ -161,3 +162,24 @@ def test_the_sitemap_lists_an_unlinked_page_and_its_lastmod_reaches_the_schedule
     ]
     fetched = {r["url"] for r in tables.read(spark, root, "fetches").where("gen = 1").collect()}
     assert f"http://{HOST}/archive.html" in fetched
+
+
+def test_status_estimates_freshness_by_the_crawls_clock(spark, recrawl, capsys):
+    from crawllib.cli import main
+    from tests.conftest import test_config_overrides
+
+    root = recrawl["root"]
+    later = T1 + 2 * changes.HOUR
+    crawldb = tables.read(spark, root, "crawldb").collect()
+    stored = [r for r in crawldb if r["fetched_at"] is not None]
+    due = [r for r in stored if r["next_fetch_at"] <= at(later)]
+    assert due  # the hourly pages
+    sets = [a for o in test_config_overrides() for a in ("--set", o)]
+    capsys.readouterr()
+    assert main(["status", root, "--now", iso(later), *sets]) == 0
+    footer = capsys.readouterr().out.strip().splitlines()[-1]
+    assert footer.startswith(
+        f"pages with a stored version: {len(stored)}, due for a revisit: {len(due)}, "
+    )
+    freshness = float(footer.split("estimated freshness: ")[1].split("%")[0]) / 100
+    assert 0.5 < freshness < 1.0

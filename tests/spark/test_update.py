@@ -274,7 +274,13 @@ def test_each_fetch_outcome_maps_to_its_crawldb_status(spark, spark_cfg):
     crawldb = frame(spark, CRAWLDB, [before for before, _, _ in CASES if before])
     fetches = frame(spark, FETCHES, [f for _, f, _ in CASES])
     texts = frame(spark, TEXTS, TEXT_ROWS)
-    cfg = replace(spark_cfg, fetch__max_attempts=3, fetch__retry_backoff_base=2)
+    cfg = replace(
+        spark_cfg,
+        fetch__max_attempts=3,
+        fetch__retry_backoff_base=2,
+        recrawl__dec_rate=0.2,  # Nutch's rates: the figures in CASES
+        recrawl__inc_rate=0.4,
+    )
     actual = crawldb_updates(fetches, texts, crawldb, GEN, cfg, updated_at=F.lit(T1))
     expected = frame(spark, CRAWLDB, [a for _, _, a in CASES])
     assert_df_equality(actual.orderBy("url_key"), expected.orderBy("url_key"), ignore_nullable=True)
@@ -327,7 +333,13 @@ def crawldb_rows(spark, root):
 
 
 def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
-    cfg = replace(spark_cfg, fetch__max_attempts=3, fetch__retry_backoff_base=2)
+    cfg = replace(
+        spark_cfg,
+        fetch__max_attempts=3,
+        fetch__retry_backoff_base=2,
+        recrawl__dec_rate=0.2,
+        recrawl__inc_rate=0.4,
+    )
     before = [b for b, _, _ in CASES if b] + [known(url_key("http://site.test/1"))]
     tables.append(frame(spark, CRAWLDB, before), root, "crawldb")
     tables.append(frame(spark, FETCHES, [f for _, f, _ in CASES] + REDIRECTS[:4]), root, "fetches")

@@ -1,0 +1,691 @@
+"""Recrawl: revisit policies over two simulated weeks of hourly generations on the changing
+hosts of the test web (known change rates), at a fixed fetch budget per generation; and a short
+real crawl that checks the simulator counts what the crawler does.
+
+**The simulator** (:func:`simulate`) plays the crawler's rules on the truth of
+:mod:`crawllib.testing.changes`, one generation per ``step`` seconds:
+
+- plan: a page is due when ``next_fetch_at <= now`` (kept in microseconds, as Spark stores
+  it); per host, ``generate.max_per_host`` places, ``floor(max_per_host * revisit_share)`` of
+  them for due revisits (most overdue first: next_fetch_at, url_key), the rest for URLs never
+  visited ((depth, url_key)), a kind that needs fewer leaving its places to the other
+  (:func:`plan_host`, plan's ``cap_per_host`` for one host);
+- discovery: front pages are the seeds (depth 0, generation 0); the /c/ pages are the links of
+  the front page (depth 1), known from generation 1 (parse of generation 0, fetch.follow off);
+- update: every planned URL is visited at the generation's clock; its text changed when its
+  text version differs from the stored one (so boilerplate-only changes do not count); it is a
+  304 (``not_modified``) when recrawl.conditional_get is on, the page sends full validators and
+  its page version is the stored one; the new interval is crawllib.schedule's rule
+  (``next_interval`` on Python floats) or any other :data:`Rule` under study.
+
+It does not model politeness timing, failures, retries, robots.txt, deferrals by the fetch
+stage, duplicates, budgets over the whole crawl, sitemaps (their URLs and schedule hints) or
+links found inside a generation (fetch.follow): every planned URL is fetched at the
+generation's instant and reaches its page.
+
+Metrics: fetches (first visits, changed, unchanged and, of the unchanged, 304s) over the whole
+run; freshness (share of pages whose stored text is the current one) and age (time since the
+stored text stopped being current, 0 when fresh; a page never visited is stale since the
+start) sampled ``samples`` times per generation from ``measure_from`` on.
+
+**The real check** (:func:`real_check`): a few generations of the real crawler (Spark, Delta,
+the test web on loopback, ``crawl.now`` and the web's clock set per generation) and the
+simulator on the same setup; each generation's plan (planned, revisits) and update (new,
+revisited, changed, unchanged, not_modified) counts and its fetched URLs should be equal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from crawllib.config import Config, RecrawlConfig, replace
+from crawllib.schedule import HOUR, PYTHON, next_interval, revisits
+from crawllib.testing import changes
+from crawllib.testing.site import WebSpec
+from crawllib.urls import host_of, normalize_url, url_key
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DAY = 24 * HOUR
+START = changes.ORIGIN + 7 * DAY  # a week after the random processes' origin
+MICROS = 1_000_000
+
+
+@dataclass
+class Page:
+    """One URL of the simulated crawl: the crawldb columns the rules read, and the truth of its
+    stored copy (its text and page versions)."""
+
+    url: str
+    host: str
+    key: int
+    depth: int
+    known_gen: int  # the first generation whose plan sees the URL
+    fetched_at: float | None = None
+    interval: float | None = None  # fetch_interval, seconds
+    next_due: int | None = None  # next_fetch_at, microseconds
+    changed_at: float | None = None
+    visits_changed: int = 0
+    visits_unchanged: int = 0
+    text: int = 0
+    page: int = 0
+    stale_since: float | None = None  # cache: first text change after fetched_at
+
+
+# A revisit rule: (the page before the visit, its text changed) -> seconds until it is due
+# again, None for never. A first visit has page.fetched_at None.
+Rule = Callable[[Page, bool], float | None]
+
+
+def crawler_rule(recrawl: RecrawlConfig) -> Rule:
+    """crawllib.schedule's rule, as update applies it (a missing interval is the default)."""
+    default = recrawl.default_interval_hours * HOUR
+
+    def rule(page: Page, changed: bool) -> float | None:
+        if not revisits(recrawl):
+            return None
+        previous = default if page.interval is None else page.interval
+        seconds: float = next_interval(
+            recrawl, PYTHON, previous, page.fetched_at is not None, changed
+        ).seconds
+        return seconds
+
+    return rule
+
+
+def web_pages(spec: WebSpec) -> list[Page]:
+    """Every changing-host URL of ``spec``, unvisited: front pages are seeds (depth 0, known
+    from generation 0), /c/ pages their links (depth 1, known from generation 1)."""
+    out = []
+    for url in map(normalize_url, changes.changing_urls(spec)):
+        front = url.endswith("/")
+        out.append(Page(url, host_of(url), url_key(url), 0 if front else 1, 0 if front else 1))
+    return out
+
+
+def plan_host(due: list[Page], new: list[Page], max_per_host: int, share: float) -> list[Page]:
+    """The URLs of one host plan takes: due revisits most overdue first (next_fetch_at,
+    url_key) in ``floor(max_per_host * share)`` places, new URLs by (depth, url_key) in the
+    rest; either kind takes the places the other leaves."""
+    due = sorted(due, key=lambda p: (p.next_due or 0, p.key))
+    new = sorted(new, key=lambda p: (p.depth, p.key))
+    revisit_places = int(max_per_host * share)
+    new_places = max_per_host - revisit_places
+    take_due = revisit_places + max(0, new_places - len(new))
+    take_new = new_places + max(0, revisit_places - len(due))
+    return due[:take_due] + new[:take_new]
+
+
+def known_rate_rule(recrawl: RecrawlConfig, p: float) -> Rule:
+    """Not the crawler's rule: the interval at which a visit finds a change with probability
+    ``p`` were the page Poisson with its true mean interval (what a perfect change-rate
+    estimate would give), within recrawl's bounds; never-changing pages get the longest."""
+    low, high = recrawl.min_interval_hours * HOUR, recrawl.max_interval_hours * HOUR
+
+    def rule(page: Page, changed: bool) -> float:
+        return min(max(-math.log1p(-p) * changes.mean_interval(page.url), low), high)
+
+    return rule
+
+
+def settles_at(recrawl: RecrawlConfig) -> float | None:
+    """The share of visits finding a change at which Nutch's rule holds an interval steady
+    (its logarithm does not drift: p·ln(1 − dec) + (1 − p)·ln(1 + inc) = 0); None when
+    neither rate moves it."""
+    up, down = math.log1p(recrawl.inc_rate), -math.log1p(-recrawl.dec_rate)
+    return up / (up + down) if up + down > 0 else None
+
+
+@dataclass
+class Counts:
+    """One generation's counts, named as in the generations table: plan's planned and
+    revisits, update's new, revisited, changed, unchanged and not_modified."""
+
+    planned: int = 0
+    revisits: int = 0
+    new: int = 0
+    revisited: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    not_modified: int = 0
+
+    def add(self, other: Counts) -> Counts:
+        return Counts(**{k: v + getattr(other, k) for k, v in asdict(self).items()})
+
+
+@dataclass
+class KindFigures:
+    """One change kind's pages, their fetches and unchanged fetches over the run, and their
+    fresh samples out of all samples."""
+
+    pages: int = 0
+    fetches: int = 0
+    unchanged: int = 0
+    fresh: int = 0
+    samples: int = 0
+
+
+@dataclass
+class Simulated:
+    """Per generation: its counts and the URLs it fetched. Over the measured samples:
+    freshness and mean age (hours). Per change kind (``front`` for the front pages): its
+    figures. ``busiest``: the most URLs one host had in one generation."""
+
+    gens: list[Counts]
+    fetched: list[set[str]]
+    freshness: float
+    age_hours: float
+    kinds: dict[str, KindFigures]
+    busiest: int
+
+    @property
+    def total(self) -> Counts:
+        out = Counts()
+        for c in self.gens:
+            out = out.add(c)
+        return out
+
+
+def plan(pages: Iterable[Page], gen: int, now: float, cfg: Config) -> list[Page]:
+    """The URLs generation ``gen`` fetches at ``now`` (plan's rule, per host)."""
+    by_host: dict[str, tuple[list[Page], list[Page]]] = {}
+    as_of = round(now * MICROS)
+    for p in pages:
+        due, new = by_host.setdefault(p.host, ([], []))
+        if p.fetched_at is None and p.known_gen <= gen:
+            new.append(p)
+        elif p.next_due is not None and p.next_due <= as_of:
+            due.append(p)
+    g = cfg.generate
+    return [
+        p
+        for host in sorted(by_host)
+        for p in plan_host(*by_host[host], g.max_per_host, g.revisit_share)
+    ]
+
+
+def visit(p: Page, now: float, rule: Rule, conditional_get: bool) -> Counts:
+    """Update ``p`` after fetching it at ``now``; the visit's counts."""
+    revisit = p.fetched_at is not None
+    text, page = changes.text_version(p.url, now), changes.page_version(p.url, now)
+    changed = revisit and text != p.text
+    not_modified = (
+        revisit and conditional_get and changes.validators(p.url) == "full" and page == p.page
+    )
+    interval = rule(p, changed)
+    p.interval = p.interval if interval is None else interval
+    # update: next_fetch_at = timestamp_seconds(fetched_at seconds + interval), in microseconds
+    p.next_due = None if interval is None else int((now + interval) * MICROS)
+    if not revisit or changed:
+        p.changed_at = now
+    p.visits_changed += changed
+    p.visits_unchanged += revisit and not changed
+    p.fetched_at, p.text, p.page, p.stale_since = now, text, page, None
+    return Counts(
+        new=not revisit,
+        revisited=revisit,
+        changed=changed,
+        unchanged=revisit and not changed,
+        not_modified=not_modified,
+    )
+
+
+def staleness(p: Page, at: float, start: float) -> float:
+    """Seconds since the stored text stopped being current at ``at``; 0 when it is current."""
+    if p.fetched_at is None:
+        return at - start
+    if changes.text_version(p.url, at) == p.text:
+        return 0.0
+    if p.stale_since is None:
+        lo, hi = int(p.fetched_at), int(at)  # the text changed in (lo, hi], at a whole second
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if changes.text_version(p.url, mid) != p.text else (mid, hi)
+        p.stale_since = float(hi)
+    return at - p.stale_since
+
+
+def kind_of(p: Page) -> str:
+    """The page's change kind; ``front`` for a front page, ``random <mean> h`` for random."""
+    kind = "front" if p.depth == 0 else changes.change_kind(p.url)
+    return f"random {changes.mean_interval(p.url) / HOUR:g} h" if kind == "random" else kind
+
+
+def simulate(
+    cfg: Config,
+    spec: WebSpec,
+    start: float = START,
+    generations: int = 14 * 24,
+    step: float = HOUR,
+    rule: Rule | None = None,
+    measure_from: int = 0,
+    samples: int = 4,
+) -> Simulated:
+    """Run ``generations`` generations ``step`` seconds apart from ``start`` on the changing
+    hosts of ``spec`` under ``cfg`` (generate.max_per_host, revisit_share, recrawl; ``rule``
+    replaces recrawl's interval rule when given); freshness and age sampled ``samples`` times
+    per generation (at the middles of equal parts of the time to the next) from
+    ``measure_from`` on."""
+    pages = web_pages(spec)
+    rule = rule or crawler_rule(cfg.recrawl)
+    kind = {p.url: kind_of(p) for p in pages}
+    kinds: dict[str, KindFigures] = {}
+    for p in pages:
+        kinds.setdefault(kind[p.url], KindFigures()).pages += 1
+    gens: list[Counts] = []
+    fetched: list[set[str]] = []
+    fresh, seen, stale_s, busiest = 0, 0, 0.0, 0
+    for gen in range(generations):
+        now = start + gen * step
+        chosen = plan(pages, gen, now, cfg)
+        counts = Counts(planned=len(chosen), revisits=sum(p.fetched_at is not None for p in chosen))
+        per_host: dict[str, int] = {}
+        for p in chosen:
+            visited = visit(p, now, rule, cfg.recrawl.conditional_get)
+            counts = counts.add(visited)
+            figures = kinds[kind[p.url]]
+            figures.fetches += 1
+            figures.unchanged += visited.unchanged
+            per_host[p.host] = per_host.get(p.host, 0) + 1
+        busiest = max(busiest, *per_host.values(), 0)
+        gens.append(counts)
+        fetched.append({p.url for p in chosen})
+        if gen < measure_from:
+            continue
+        for k in range(samples):
+            at = now + (k + 0.5) * step / samples
+            for p in pages:
+                age = staleness(p, at, start)
+                figures = kinds[kind[p.url]]
+                figures.fresh += age == 0
+                figures.samples += 1
+                fresh, seen, stale_s = fresh + (age == 0), seen + 1, stale_s + age
+    return Simulated(
+        gens, fetched, fresh / max(1, seen), stale_s / max(1, seen) / HOUR, kinds, busiest
+    )
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A revisit policy under study: ``cfg`` (its recrawl section), and a rule that replaces
+    crawllib.schedule's (None: the crawler's own)."""
+
+    key: str
+    name: str
+    cfg: Config
+    rule: Rule | None = None
+
+
+# Adaptive rates under study (inc_rate, dec_rate) beside the crawler's defaults (0.1, 0.3):
+# Nutch's AdaptiveFetchSchedule's, the anchor, and a steadier pair.
+NUTCH = (0.4, 0.2)
+STEADIER = (0.3, 0.4)
+
+
+def policies(base: Config, budget_hours: float) -> list[Policy]:
+    """The policies compared, all at ``base``'s budget (generate.max_per_host): fixed at the
+    interval that spends the budget (key ``fixed``) and at 24 h; adaptive at the crawler's
+    defaults (``adaptive``), with the budget's interval as default, at Nutch's rates
+    (``nutch``) and a steadier pair, the defaults with a 2 h minimum; and the known-rate rule
+    at the defaults' steady share."""
+    fixed = replace(base, recrawl__policy="fixed")
+    adaptive = replace(base, recrawl__policy="adaptive")
+
+    def rates(inc: float, dec: float) -> Config:
+        return replace(adaptive, recrawl__inc_rate=inc, recrawl__dec_rate=dec)
+
+    tuned = adaptive  # the defaults
+    name = "adaptive, inc {:g} dec {:g}".format
+    steady = settles_at(tuned.recrawl) or 0.5
+    every = f"{budget_hours:g} h"
+    return [
+        Policy(
+            "fixed", f"fixed {every}", replace(fixed, recrawl__default_interval_hours=budget_hours)
+        ),
+        Policy("fixed_24h", "fixed 24 h", replace(fixed, recrawl__default_interval_hours=24.0)),
+        Policy("adaptive", "adaptive, defaults", adaptive),
+        Policy(
+            "adaptive_budget",
+            f"adaptive, default {every}",
+            replace(adaptive, recrawl__default_interval_hours=budget_hours),
+        ),
+        Policy("steadier", name(*STEADIER), rates(*STEADIER)),
+        Policy("nutch", name(*NUTCH) + " (Nutch's rates)", rates(*NUTCH)),
+        Policy(
+            "tuned_min2",
+            "adaptive, defaults, min 2 h",
+            replace(tuned, recrawl__min_interval_hours=2.0),
+        ),
+        Policy(
+            "known_rate",
+            f"known change rate, p = {steady:.2f} per visit (simulator only)",
+            tuned,
+            known_rate_rule(tuned.recrawl, steady),
+        ),
+    ]
+
+
+def study(
+    hosts: int = 4, pages: int = 39, max_per_host: int = 10, days: int = 14
+) -> dict[str, Any]:
+    """Every policy of :func:`policies` simulated over ``days`` of hourly generations on
+    ``hosts`` changing hosts of ``pages`` /c/ pages each (plus the front page); fetches over
+    the whole run, freshness and age over its second half."""
+    spec = WebSpec(hosts=0, special=False, changing_hosts=hosts, changing_pages=pages)
+    base = replace(Config(), generate__max_per_host=max_per_host)
+    budget_hours = (pages + 1) / max_per_host
+    generations = days * 24
+    rows, kinds = [], {}
+    t0 = time.perf_counter()
+    for policy in policies(base, budget_hours):
+        s = simulate(policy.cfg, spec, START, generations, HOUR, policy.rule, generations // 2)
+        total, recrawl = s.total, policy.cfg.recrawl
+        adaptive = policy.rule is None and recrawl.policy == "adaptive"
+        rows.append(
+            {
+                "key": policy.key,
+                "policy": policy.name,
+                "settles_at": settles_at(recrawl) if adaptive else None,
+                "fetches": total.planned,
+                "budget_used": total.planned / (hosts * max_per_host * generations),
+                "new": total.new,
+                "changed": total.changed,
+                "unchanged": total.unchanged,
+                "not_modified": total.not_modified,
+                "freshness": s.freshness,
+                "age_hours": s.age_hours,
+                "busiest": s.busiest,
+            }
+        )
+        kinds[policy.key] = {k: asdict(v) for k, v in s.kinds.items()}
+    return {
+        "hosts": hosts,
+        "pages": pages,
+        "max_per_host": max_per_host,
+        "revisit_share": base.generate.revisit_share,
+        "budget_hours": budget_hours,
+        "days": days,
+        "start": START,
+        "policies": rows,
+        "kinds": kinds,
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def check_config(base: Config, max_per_host: int) -> Config:
+    """The real check's settings: adaptive from a 2 h default (revisits within a few
+    generations 2 h apart), ``max_per_host``, no links followed inside a generation and no
+    sitemaps (the simulator models neither)."""
+    return replace(
+        base,
+        generate__max_per_host=max_per_host,
+        recrawl__policy="adaptive",
+        recrawl__default_interval_hours=2.0,
+        fetch__follow=False,
+        sitemaps__enabled=False,
+        politeness__jitter=0.0,
+    )
+
+
+def real_check(
+    spark: SparkSession,
+    work: str,
+    hosts: int = 2,
+    pages: int = 15,
+    max_per_host: int = 6,
+    generations: int = 6,
+    step: float = 2 * HOUR,
+    delay: float = 0.05,
+) -> dict[str, Any]:
+    """``generations`` generations of the real crawler, ``step`` seconds apart by
+    ``crawl.now`` and the test web's clock, from the front pages of ``hosts`` changing hosts,
+    and the simulator on the same setup; per generation, both counts and fetched URLs."""
+    from crawllib import pipeline, seeding, tables
+    from crawllib.bench.stages import bench_config
+    from crawllib.testing import serve_in_thread
+
+    spec = WebSpec(hosts=0, special=False, changing_hosts=hosts, changing_pages=pages)
+    cfg = check_config(bench_config(), max_per_host)
+    root = os.path.join(work, "recrawl-check")
+    os.makedirs(work, exist_ok=True)
+    seeds = root + "-seeds.txt"
+    with open(seeds, "w", encoding="utf-8") as fh:
+        fh.write("".join(f"http://{changes.changing_host_name(i)}/\n" for i in range(hosts)))
+    t0 = time.perf_counter()
+    with serve_in_thread(spec) as web:
+        cfg = replace(cfg, network__resolve=web.resolve, politeness__default_delay=delay)
+        tables.init_tables(spark, root)
+        seeding.seed(spark, root, seeds, cfg, 0)
+        for gen in range(generations):
+            now = START + gen * step
+            web.set_now(now)
+            clock = dt.datetime.fromtimestamp(now, dt.UTC).isoformat()
+            pipeline.run_generation(spark, root, replace(cfg, crawl__now=clock), gen)
+    seconds = time.perf_counter() - t0
+    real, real_urls = generation_counts(spark, root)
+    sim = simulate(cfg, spec, START, generations, step)
+    return {
+        "hosts": hosts,
+        "pages": pages,
+        "max_per_host": max_per_host,
+        "step_hours": step / HOUR,
+        "default_hours": cfg.recrawl.default_interval_hours,
+        "real": [asdict(c) for c in real],
+        "simulated": [asdict(c) for c in sim.gens],
+        "same_urls": [a == b for a, b in zip(real_urls, sim.fetched, strict=False)],
+        "seconds": seconds,
+    }
+
+
+def generation_counts(spark: SparkSession, root: str) -> tuple[list[Counts], list[set[str]]]:
+    """Per generation of a crawl: its plan and update counts (generations table, done runs)
+    and the URLs its fetch stage fetched (fetches table)."""
+    from pyspark.sql import functions as F
+
+    from crawllib import tables
+    from crawllib.vocab import Stage, StageState
+
+    runs = (
+        tables.read(spark, root, "generations")
+        .where(F.col("state") == StageState.DONE)
+        .select("gen", "stage", "counts")
+        .collect()
+    )
+    by_gen: dict[int, dict[str, int]] = {}
+    for r in runs:
+        if r["stage"] in (Stage.PLAN, Stage.UPDATE):
+            by_gen.setdefault(r["gen"], {}).update(r["counts"])
+    names = [f.name for f in fields(Counts)]
+    counts = [Counts(**{k: by_gen[g].get(k, 0) for k in names}) for g in sorted(by_gen)]
+    urls: list[set[str]] = [set() for _ in counts]
+    for r in tables.read(spark, root, "fetches").select("gen", "url").collect():
+        urls[r["gen"]].add(r["url"])
+    return counts, urls
+
+
+def bench_recrawl(
+    spark: SparkSession,
+    work: str,
+    hosts: int = 4,
+    pages: int = 39,
+    max_per_host: int = 10,
+    days: int = 14,
+    check_generations: int = 6,
+) -> dict[str, Any]:
+    """The suite's case: :func:`study`, then :func:`real_check` (skipped when
+    ``check_generations`` is 0)."""
+    out = study(hosts, pages, max_per_host, days)
+    if check_generations:
+        out["check"] = real_check(spark, work, generations=check_generations)
+    return out
+
+
+# The report: rows of the goal table (measure, ours, reference, ratio, goal) and the details.
+GoalRow = tuple[str, str, str, float | None, str]
+
+
+def goal_rows(r: dict[str, Any]) -> list[GoalRow]:
+    """Freshness (≥ the fixed schedule's) and unchanged fetches (≤ 0.7 × its) of adaptive at
+    the crawler's defaults and at Nutch's rates, against fixed at the interval that spends the budget; and whether
+    the real crawl's generations counted what the simulator did."""
+    by_key = {p["key"]: p for p in r["policies"]}
+    ref = by_key["fixed"]
+    weeks = f"{r['days'] / 7:g} simulated weeks"
+    out: list[GoalRow] = []
+    for label, key in (("a", "adaptive"), ("b", "nutch")):
+        p = by_key[key]
+        out += [
+            (
+                f"9{label}. recrawl, {weeks}: freshness, {p['policy']} / {ref['policy']} "
+                "(same budget)",
+                f"{p['freshness']:.3f}",
+                f"{ref['freshness']:.3f}",
+                p["freshness"] / ref["freshness"],
+                "≥ 1",
+            ),
+            (
+                f"9{label}. recrawl, {weeks}: fetches of unchanged pages, {p['policy']} / "
+                f"{ref['policy']}",
+                f"{p['unchanged']:,}",
+                f"{ref['unchanged']:,}",
+                p["unchanged"] / max(1, ref["unchanged"]),
+                "≤ 0.7",
+            ),
+        ]
+    if "check" in r:
+        c = r["check"]
+        # a generation the real crawl did not finish counts as a disagreement
+        agree = sum(
+            a == b and same
+            for a, b, same in zip(c["real"], c["simulated"], c["same_urls"], strict=False)
+        )
+        out.append(
+            (
+                "9c. recrawl: real generations whose counts and URLs the simulator predicted / all",
+                str(agree),
+                str(len(c["simulated"])),
+                agree / max(1, len(c["simulated"])),
+                "≥ 1",
+            )
+        )
+    return out
+
+
+def details(r: dict[str, Any]) -> list[str]:
+    """Markdown: the setup, the policies' figures, their figures per change kind, and the
+    real check's per-generation counts."""
+    kinds = r["kinds"]["fixed"]
+    mix = ", ".join(f"{v['pages'] // r['hosts']} {k}" for k, v in kinds.items())
+    when = dt.datetime.fromtimestamp(r["start"], dt.UTC).strftime("%Y-%m-%d %H:%M")
+    out = [
+        f"**9. Recrawl**, simulated (`crawllib.bench.recrawl.simulate`: plan's per-host "
+        "selection, crawllib.schedule's rule, the test web's change truth; no politeness "
+        f"timing, no failures): {r['hosts']} changing hosts × {r['pages'] + 1} URLs (per "
+        f"host: {mix}), {r['days'] * 24} hourly generations from {when} UTC, "
+        f"generate.max_per_host {r['max_per_host']} (budget: every URL once in "
+        f"{r['budget_hours']:g} h, the interval of the fixed schedule that spends it), "
+        f"revisit_share {r['revisit_share']:g}. Fetches over the whole run (unchanged: the "
+        "text is the stored one, 304s included); freshness (share of pages whose stored text "
+        "is current) and age (hours since the stored text stopped being current) over the "
+        "second half, sampled at 7.5, 22.5, 37.5 and 52.5 min past each hour. p*: the share "
+        "of visits finding a change at which the adaptive rule holds an interval steady, "
+        "ln(1 + inc) / (ln(1 + inc) − ln(1 − dec)).",
+        "",
+        "| policy | p* | fetches (of the budget) | changed | unchanged (304) | unchanged / fixed "
+        "| freshness | mean age h |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    ref = next(p for p in r["policies"] if p["key"] == "fixed")
+    for p in r["policies"]:
+        steady = "" if p["settles_at"] is None else f"{p['settles_at']:.2f}"
+        out.append(
+            f"| {p['policy']} | {steady} | {p['fetches']:,} ({p['budget_used']:.0%}) | "
+            f"{p['changed']:,} | {p['unchanged']:,} ({p['not_modified']:,}) | "
+            f"{p['unchanged'] / max(1, ref['unchanged']):.2f} | {p['freshness']:.3f} | "
+            f"{p['age_hours']:.2f} |"
+        )
+    shown = [p for p in r["policies"] if p["key"] in ("fixed", "adaptive", "nutch")]
+    out += [
+        "",
+        "Per change kind: fetches per page per day, freshness.",
+        "",
+        "| kind | " + " | ".join(p["policy"] for p in shown) + " |",
+        "|---|" + "---|" * len(shown),
+    ]
+    per_day = 1 / r["days"]
+    for kind in kinds:
+        cells = []
+        for p in shown:
+            k = r["kinds"][p["key"]][kind]
+            share = k["fresh"] / max(1, k["samples"])
+            cells.append(f"{k['fetches'] / k['pages'] * per_day:.2f}, {share:.2f}")
+        out.append(f"| {kind} | " + " | ".join(cells) + " |")
+    if "check" in r:
+        out += ["", *_check_details(r["check"])]
+    return out
+
+
+def _check_details(c: dict[str, Any]) -> list[str]:
+    names = list(c["real"][0]) if c["real"] else []
+    out = [
+        f"Real crawl against the simulator: {c['hosts']} changing hosts × {c['pages'] + 1} "
+        f"URLs, {len(c['simulated'])} generations {c['step_hours']:g} h apart (crawl.now and the "
+        f"test web's clock), adaptive from a {c['default_hours']:g} h default, max_per_host "
+        f"{c['max_per_host']}, fetch.follow off, in {c['seconds']:.0f} s. A cell shows "
+        "real / simulated where they differ.",
+        "",
+        "| gen | " + " | ".join(names) + " | same URLs |",
+        "|---|" + "---|" * (len(names) + 1),
+    ]
+    for gen, (real, sim, same) in enumerate(
+        zip(c["real"], c["simulated"], c["same_urls"], strict=False)
+    ):
+        cells = [str(real[k]) if real[k] == sim[k] else f"{real[k]} / {sim[k]}" for k in names]
+        out.append(f"| {gen} | " + " | ".join(cells) + f" | {'yes' if same else '**no**'} |")
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--hosts", type=int, default=4, help="changing hosts (default 4)")
+    parser.add_argument("--pages", type=int, default=39, help="/c/ pages per host (default 39)")
+    parser.add_argument("--max-per-host", type=int, default=10, help="budget (default 10)")
+    parser.add_argument("--days", type=int, default=14, help="simulated days (default 14)")
+    parser.add_argument(
+        "--check-generations",
+        type=int,
+        default=6,
+        help="generations of the real crawl checked against the simulator (0: none; default 6)",
+    )
+    parser.add_argument("--work-dir", help="the real check's crawl root goes here (default: temp)")
+
+
+def main(args: argparse.Namespace) -> None:
+    t0 = time.perf_counter()
+    r = study(args.hosts, args.pages, args.max_per_host, args.days)
+    if args.check_generations:
+        from crawllib.bench.stages import bench_config
+        from crawllib.session import get_spark
+
+        work = args.work_dir or tempfile.mkdtemp(prefix="crawllib-bench-recrawl-")
+        spark = get_spark(bench_config())
+        try:
+            r["check"] = real_check(spark, work, generations=args.check_generations)
+        finally:
+            spark.stop()
+            if not args.work_dir:
+                shutil.rmtree(work, ignore_errors=True)
+    print("| measure | ours | reference | ratio | goal |\n|---|---|---|---|---|")
+    for measure, ours, reference, ratio, goal in goal_rows(r):
+        print(f"| {measure} | {ours} | {reference} | {ratio:.2f} | {goal} |")
+    print("\n" + "\n".join(details(r)))
+    print(f"\n({time.perf_counter() - t0:.0f} s; simulation {r['seconds']:.0f} s)")
