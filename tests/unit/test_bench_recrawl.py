@@ -8,8 +8,8 @@ import random
 import pytest
 from test_bench_suite import results
 
-from crawllib.bench import recrawl
-from crawllib.bench.recrawl import HOUR, START, Page, plan_host, simulate, visit
+from crawllib.bench import recrawl, recrawl_sim
+from crawllib.bench.recrawl_sim import HOUR, START, Page, plan_host, simulate, visit
 from crawllib.bench.suite import render
 from crawllib.config import Config, replace
 from crawllib.schedule import PYTHON, next_interval
@@ -65,7 +65,7 @@ def test_selection_is_plans_cap_per_host_on_random_cases():
 def test_the_interval_is_the_schedule_rule_of_the_config():
     url = "http://live0.com/c/0.html"  # hourly: every revisit an hour later finds a change
     p = Page(url, "live0.com", 0, 1, 0)
-    rule = recrawl.crawler_rule(BASE.recrawl)
+    rule = recrawl_sim.crawler_rule(BASE.recrawl)
     seconds = []
     for k in range(3):
         visit(p, START + k * HOUR, rule, conditional_get=True)
@@ -82,7 +82,7 @@ def test_a_revisit_of_an_unchanged_page_is_a_304_only_with_full_validators():
     counts = {}
     for n in (3, 7, 11):  # never changing; validators full, ignore, none
         p = Page(f"http://live0.com/c/{n}.html", "live0.com", n, 1, 0)
-        rule = recrawl.crawler_rule(BASE.recrawl)
+        rule = recrawl_sim.crawler_rule(BASE.recrawl)
         visit(p, START, rule, conditional_get=True)
         counts[changes.validators(p.url)] = visit(p, START + DAYS * HOUR, rule, True)
     assert [(c.unchanged, c.not_modified) for c in counts.values()] == [(1, 1), (1, 0), (1, 0)]
@@ -93,7 +93,7 @@ def test_boilerplate_changes_are_not_text_changes():
     url = "http://live0.com/c/45.html"
     assert (changes.change_kind(url), changes.validators(url)) == ("boilerplate", "full")
     p = Page(url, "live0.com", 45, 1, 0)
-    rule = recrawl.crawler_rule(BASE.recrawl)
+    rule = recrawl_sim.crawler_rule(BASE.recrawl)
     visit(p, START, rule, True)
     again = visit(p, START + 3 * HOUR, rule, True)
     assert (again.changed, again.unchanged, again.not_modified) == (0, 1, 0)  # new bytes
@@ -128,15 +128,17 @@ def test_a_web_that_never_changes_is_always_fresh(monkeypatch):
 def test_age_counts_from_the_first_change_after_the_visit():
     url = "http://live0.com/c/1.html"  # daily
     p = Page(url, "live0.com", 1, 1, 0)
-    visit(p, START, recrawl.crawler_rule(BASE.recrawl), True)
+    visit(p, START, recrawl_sim.crawler_rule(BASE.recrawl), True)
     first_change = changes.version_start(url, START + changes.DAY)
     assert START < first_change <= START + changes.DAY
-    assert recrawl.staleness(p, first_change - 1, START) == 0.0
-    assert recrawl.staleness(p, first_change + 600, START) == 600.0
+    assert recrawl_sim.staleness(p, first_change - 1, START) == 0.0
+    assert recrawl_sim.staleness(p, first_change + 600, START) == 600.0
     # a day on, it is still the first change that made the stored copy stale
     fresh_copy = Page(url, "live0.com", 1, 1, 0)
-    visit(fresh_copy, START, recrawl.crawler_rule(BASE.recrawl), True)
-    assert recrawl.staleness(fresh_copy, first_change + changes.DAY + 5, START) == changes.DAY + 5
+    visit(fresh_copy, START, recrawl_sim.crawler_rule(BASE.recrawl), True)
+    assert (
+        recrawl_sim.staleness(fresh_copy, first_change + changes.DAY + 5, START) == changes.DAY + 5
+    )
 
 
 @pytest.mark.parametrize(("inc", "dec", "share"), [(0.4, 0.2, 0.60), (0.3, 0.4, 0.34)])
