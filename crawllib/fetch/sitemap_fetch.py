@@ -6,7 +6,9 @@ its rules apply, the slot queues the sitemaps it lists, or ``/sitemap.xml`` when
 gate, robots.txt rules), after its pages, up to ``sitemaps.max_documents`` documents per host
 (the children of an index included), and read by :func:`crawllib.sitemaps.parse_sitemap` in
 the engine's extraction thread. Only sitemaps on the slot's own hosts are fetched: a sitemap on
-another host would be a request outside this slot's politeness.
+another host would be a request outside this slot's politeness. A sitemap keeps the URLs of its
+own host and, when it sits on another host of the slot (``politeness.key = domain``), those of
+the host whose robots.txt listed it (the protocol's cross-submit rule).
 
 Each document gives a :class:`crawllib.records.SitemapRecord`; a failed fetch or a broken
 document is a record with its ``error_kind`` (never an exception), and the entries read before a
@@ -71,8 +73,9 @@ async def fetch_sitemap(
     now: Callable[[], float],
     executor: Executor | None,
 ) -> SitemapRecord | None:
-    """Fetch and read one sitemap document of ``host``; None when no request was made (the
-    deadline came first, or robots.txt disallows it: the next robots.txt fetch asks again).
+    """Fetch and read one sitemap document listed (or, /sitemap.xml, implied) by ``host``'s
+    robots.txt; None when no request was made (the deadline came first, or robots.txt
+    disallows it: the next robots.txt fetch asks again).
 
     ``before_request()`` waits for the slot's turn (False: the deadline passed); the request
     runs inside ``request()`` (the engine's room per server address)."""
@@ -106,6 +109,7 @@ async def fetch_sitemap(
             got.body or b"",
             url,
             content_type=got.content_type,
+            allowed_hosts=frozenset({host}),
             max_urls=cfg.sitemaps.max_urls,
             max_bytes=cfg.sitemaps.max_bytes,
         ),

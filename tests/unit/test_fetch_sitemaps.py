@@ -89,3 +89,26 @@ def test_a_missing_or_broken_sitemap_is_a_recorded_error():
         "http_404",
         [],
     )
+
+
+def test_a_sitemap_on_another_host_of_the_slot_keeps_the_urls_of_the_host_that_listed_it():
+    www, bare = "www.site9.net", "site9.net"  # one registered domain: one slot by domain
+    with LocalWeb() as server:
+        server.text(www, "/robots.txt", f"User-agent: *\nSitemap: http://{bare}/s.xml\n")
+        server.text(bare, "/robots.txt", "User-agent: *\nSitemap: http://other.net/s.xml\n")
+        listed = urlset(f"http://{www}/1", f"http://{bare}/2", "http://other.net/3")
+        server.text(bare, "/s.xml", listed, content_type="application/xml")
+        cfg = config(
+            server.resolve(www, bare, "other.net"),
+            sitemaps__enabled=True,
+            politeness__key="domain",
+        )
+        rows = [row(f"http://{h}/", slot=bare) for h in (www, bare)]
+        records = list(fetch_rows(rows, cfg))
+        asked = {(h.host, h.path_qs) for h in server.hits}
+    (sitemap,) = [r for r in records if r["record"] == Record.SITEMAP]
+    # listed by www's robots.txt: its own host's URLs and www's; other.net's sitemap (listed
+    # by the bare host) is on no host of the slot and is never asked for
+    assert [e["url"] for e in sitemap["entries"]] == [f"http://{www}/1", f"http://{bare}/2"]
+    assert sitemap["out_of_scope"] == 1
+    assert ("other.net", "/s.xml") not in asked
