@@ -124,8 +124,9 @@ def run(run: StageRun) -> UpdateResult:
     )
 
     # What this generation's sitemaps say of pages with a stored version (one more MERGE, only
-    # in a generation that read sitemaps: at most once per robots.txt fetch of a host).
-    sitemaps = run.read("sitemaps").where(F.col("gen") == gen)
+    # in a generation that read a sitemap listing URLs: at most once per robots.txt fetch of
+    # a host).
+    sitemaps = run.read("sitemaps").where((F.col("gen") == gen) & (F.size("entries") > 0))
     if not sitemaps.isEmpty():
         tables.merge(
             spark,
