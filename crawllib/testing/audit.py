@@ -64,6 +64,14 @@ def origin_form(target: str) -> str:
     return target
 
 
+def is_page_request(path_qs: str) -> bool:
+    """Whether a request the crawler made was for a page: not robots.txt (nor the target of
+    robots.redirect.com's redirect, /rules/...) and not the /sitemap.xml a host's slot asks
+    for after a robots.txt that lists no sitemap."""
+    target = origin_form(path_qs)
+    return target not in ("/robots.txt", "/sitemap.xml") and not target.startswith("/rules/")
+
+
 def audit(
     site: Site,
     log: Iterable[LogRecord],
@@ -83,7 +91,7 @@ def audit(
         by_host[r.host].append(r)
         target = origin_form(r.path_qs)
         counts[f"{r.host}{target}"] += 1
-        if target == "/robots.txt" or target.startswith("/rules/"):
+        if not is_page_request(target):
             continue
         if r.host not in rules:
             rules[r.host] = robots_rules(site, r.host, "crawllib")

@@ -76,7 +76,9 @@ def test_one_address_sees_one_request_per_delay_whichever_host_asks(crawled):
     shared = sorted((h for h in crawled["hits"] if h.address == "127.0.0.2"), key=lambda h: h.start)
     assert {h.host for h in shared} == set(SHARED)
     gaps = [b.start - a.start for a, b in zip(shared, shared[1:], strict=False)]
-    assert len(gaps) == 2 * PAGES + 1 and min(gaps) >= DELAY - SLACK, gaps  # robots.txt x 2
+    # each host: its pages, robots.txt and /sitemap.xml (robots.txt lists none)
+    assert len(gaps) == 2 * (PAGES + 2) - 1 and min(gaps) >= DELAY - SLACK, gaps
+    assert sum(h.path_qs == "/sitemap.xml" for h in shared) == 2
 
 
 def test_plan_puts_the_hosts_of_one_address_in_one_slot(crawled):

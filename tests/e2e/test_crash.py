@@ -17,6 +17,7 @@ import pytest
 
 from crawllib import cli, lease, tables
 from crawllib.testing import WebSpec, serve_in_thread
+from crawllib.testing.audit import is_page_request
 from crawllib.urls import normalize_url
 from tests.conftest import test_config_overrides
 
@@ -108,7 +109,7 @@ def wait_quiet(web, quiet=3.0, timeout=60.0):
 
 def page_requests(log):
     return collections.Counter(
-        f"http://{r.host}{r.path_qs}" for r in log if r.path_qs != "/robots.txt"
+        f"http://{r.host}{r.path_qs}" for r in log if is_page_request(r.path_qs)
     )
 
 

@@ -17,6 +17,7 @@ from crawllib import pipeline, tables
 from crawllib.errors import StageOrderError
 from crawllib.generations import STAGES
 from crawllib.testing import canonical_url, is_private_host
+from crawllib.testing.audit import is_page_request
 from crawllib.testing.site import PRIVATE_LINKS
 from crawllib.urls import normalize_url
 from tests.e2e.conftest import DELAY, GENERATIONS, MAX_DEPTH
@@ -37,10 +38,10 @@ def sql(spark, root, query):
 
 
 def page_requests(log):
-    """Canonical URL -> number of requests (robots.txt excluded)."""
+    """Canonical URL -> number of page requests (robots.txt and sitemaps excluded)."""
     counts = collections.Counter()
     for r in log:
-        if r.path_qs != "/robots.txt" and not r.path_qs.startswith("/rules/"):
+        if is_page_request(r.path_qs):
             counts[canonical_url(f"http://{r.host}{r.path_qs}")] += 1
     return counts
 

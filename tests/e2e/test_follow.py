@@ -14,6 +14,7 @@ import pytest
 from crawllib import pipeline, tables
 from crawllib.config import replace
 from crawllib.testing import WebSpec, serve_in_thread
+from crawllib.testing.audit import is_page_request
 from crawllib.urls import normalize_url
 
 pytestmark = pytest.mark.e2e
@@ -44,7 +45,7 @@ def crawl(spark, spark_cfg, template_root, tmp_path, name):
         requests = collections.Counter(
             normalize_url(f"http://{r.host}{r.path_qs}")
             for r in web.log
-            if r.path_qs != "/robots.txt"
+            if is_page_request(r.path_qs)
         )
         expected = {normalize_url(u) for u in web.expected_fetches(MAX_DEPTH)}
     return root, ran, requests, expected

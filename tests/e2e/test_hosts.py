@@ -40,6 +40,9 @@ def crawled(spark, spark_cfg, template_root, tmp_path_factory):
         cfg = replace(
             spark_cfg,
             network__resolve=server.resolve(*HOSTS),
+            # this server answers any path (a 200 /sitemap.xml would end a backoff): the
+            # requests here are the pages' and robots.txt's only
+            sitemaps__enabled=False,
             politeness__default_delay=DELAY,
             storage__fetch_slices=2,
             fetch__slice_grace_seconds=2.0,  # a host held back longer waits for a later slice
@@ -195,6 +198,7 @@ def test_a_fetch_task_killed_mid_slice_is_retried_without_a_short_gap(
         cfg = replace(
             spark_cfg,
             network__resolve=server.resolve(*hosts),
+            sitemaps__enabled=False,
             politeness__default_delay=delay,
             politeness__jitter=0.0,
             storage__fetch_slices=1,

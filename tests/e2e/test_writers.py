@@ -18,6 +18,7 @@ import pytest
 from crawllib import cli, generations, lease, tables
 from crawllib.seeding import seed
 from crawllib.testing import WebSpec, serve_in_thread
+from crawllib.testing.audit import is_page_request
 from tests.conftest import test_config_overrides
 
 pytestmark = pytest.mark.e2e
@@ -72,7 +73,7 @@ def alone(spark, spark_cfg, web, template_root, tmp_path_factory) -> str:
 
 def page_requests(web) -> collections.Counter:
     return collections.Counter(
-        f"{r.host}{r.path_qs}" for r in web.log if r.path_qs != "/robots.txt"
+        f"{r.host}{r.path_qs}" for r in web.log if is_page_request(r.path_qs)
     )
 
 
