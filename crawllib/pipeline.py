@@ -127,6 +127,7 @@ def _run_stage(
             previous=started.previous,
             frontier_open=(gen + 1, Stage.PLAN) not in states,
             force=force,
+            started_at=at,
         )
     else:
         # Never started before: no table holds rows of this stage run yet, so the stage may
@@ -140,6 +141,7 @@ def _run_stage(
             first=(gen, stage) not in states,
             frontier_open=(gen + 1, Stage.PLAN) not in states,
             force=force,
+            started_at=at,
         )
         generations.record(spark, root, gen, stage, StageState.RUNNING, at)
     states[(gen, stage)] = StageState.RUNNING

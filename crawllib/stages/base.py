@@ -10,6 +10,7 @@ rules that hold for every stage live here once:
 - ``previous``: the result of the stage before it, when that ran in the same process just
   before (``crawl generation``, ``crawl run``): what it knows need not be read back.
 - ``force``: asked to run although done (``--force``): parse then re-extracts every page.
+- ``started_at``: when this run started (its ``running`` row's started_at), if known.
 - ``frontier_open``: the next generation has not been planned yet. Once it has, its frontier
   rows were consumed (their URLs are in crawldb), so a rerun of parse or update (``--force``)
   leaves them as they are: recomputed now they would shrink to the URLs crawldb does not know.
@@ -18,6 +19,7 @@ rules that hold for every stage live here once:
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from typing import ClassVar, Self
 
 from pyspark.sql import DataFrame, SparkSession
@@ -54,6 +56,7 @@ class StageRun:
     previous: StageResult | None = None
     frontier_open: bool = True
     force: bool = False
+    started_at: dt.datetime | None = None  # this run's start, as its running row records it
 
     def read(self, name: str) -> DataFrame:
         """The table ``name`` as it is now (a Delta DataFrame reads its latest version at each

@@ -170,6 +170,8 @@ def clock_of(run: StageRun) -> float:
     fixed = parse_now(run.cfg.crawl.now)
     if fixed is not None:
         return fixed
+    if run.first and run.started_at is not None:  # no earlier run: this one is the first
+        return run.started_at.replace(tzinfo=dt.UTC).timestamp()
     starts = [
         r.started_at
         for r in generations.read_rows(run.spark, run.root)

@@ -19,6 +19,7 @@ from crawllib.stages.base import StageResult, StageRun
 from crawllib.transforms.update import (
     SITEMAP_HINTS_GUARD,
     SITEMAP_HINTS_UPDATE,
+    VISIT_COUNTS,
     crawldb_update_guard,
     crawldb_updates,
     followed_frontier,
@@ -143,17 +144,21 @@ def run(run: StageRun) -> UpdateResult:
         F.max(F.col("outcome").isin(*VISITED_OUTCOMES)).alias("_visited"),
         F.max(F.col("outcome") == Outcome.NOT_MODIFIED).alias("_not_modified"),
     )
-    rows = run.read("crawldb").join(fetched, on="url_key", how="inner").cache()
-    try:
-        by_status = {r["status"]: r["count"] for r in rows.groupBy("status").count().collect()}
-        visits = tables.one_row(visit_counts(rows, gen))
-    finally:
-        rows.unpersist()
+    rows = run.read("crawldb").join(fetched, on="url_key", how="inner")
+    # one job: per status, its URLs and its visits' counts
+    per_status = rows.groupBy("status").agg(F.count("*").alias("_urls"), *visit_counts(gen))
+    by_status: dict[str, int] = {}
+    visits: dict[str, int] = {}
+    for r in per_status.collect():
+        counts = r.asDict()
+        by_status[counts.pop("status")] = counts.pop("_urls")
+        for name, n in counts.items():
+            visits[name] = visits.get(name, 0) + int(n)
     result = UpdateResult(
         urls=sum(by_status.values()),
         **{field: by_status.get(status, 0) for field, status in _COUNTED_STATUS.items()},
         redirects_queued=redirects,
-        **{k: int(v) for k, v in visits.asDict().items()},
+        **{name: visits.get(name, 0) for name in VISIT_COUNTS},
     )
     log.info("update gen %d: %s", gen, result)
     return result

@@ -257,21 +257,24 @@ def crawldb_updates(
     )
 
 
-def visit_counts(rows: DataFrame, gen: int) -> DataFrame:
-    """One row: new, revisited, changed, unchanged, not_modified: the visits of generation
-    ``gen`` that reached their page, told from crawldb after update's MERGE (so a rerun counts
-    the same). In: crawldb rows of the URLs fetched in gen, with ``_visited`` (their fetch
-    reached the page: ok or not_modified) and ``_not_modified`` (it was a 304)."""
+VISIT_COUNTS = ("new", "revisited", "changed", "unchanged", "not_modified")
+
+
+def visit_counts(gen: int) -> list[Column]:
+    """Aggregates named VISIT_COUNTS: the visits of generation ``gen`` that reached their page,
+    told from crawldb after update's MERGE (so a rerun counts the same). Over crawldb rows of
+    the URLs fetched in gen, with ``_visited`` (their fetch reached the page: ok or
+    not_modified) and ``_not_modified`` (it was a 304)."""
     visited = (F.col("last_gen") == gen) & F.col("_visited")
     revisit = (F.col("visits_changed") + F.col("visits_unchanged")) > 0
     this_visit_changed = F.col("changed_at") == F.col("fetched_at")
-    return rows.where(visited).agg(
-        F.count_if(~revisit).alias("new"),
-        F.count_if(revisit).alias("revisited"),
-        F.count_if(revisit & this_visit_changed).alias("changed"),
-        F.count_if(revisit & ~this_visit_changed).alias("unchanged"),
-        F.count_if(F.col("_not_modified")).alias("not_modified"),
-    )
+    return [
+        F.count_if(visited & ~revisit).alias("new"),
+        F.count_if(visited & revisit).alias("revisited"),
+        F.count_if(visited & revisit & this_visit_changed).alias("changed"),
+        F.count_if(visited & revisit & ~this_visit_changed).alias("unchanged"),
+        F.count_if(visited & F.col("_not_modified")).alias("not_modified"),
+    ]
 
 
 def crawldb_update_guard(gen: int) -> str:

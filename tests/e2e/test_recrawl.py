@@ -95,9 +95,9 @@ def test_a_revisit_judges_change_by_text_and_adapts_each_interval(spark, recrawl
     crawldb = {r["url"]: r for r in tables.read(spark, root, "crawldb").collect()}
     for url in revisited:
         row = crawldb[url]
-        interval = min(
-            max(first_interval(url) * (0.8 if url in changed else 1.4), 3600), 720 * 3600
-        )
+        rate = (1 - RECRAWL.dec_rate) if url in changed else (1 + RECRAWL.inc_rate)
+        low, high = RECRAWL.min_interval_hours * 3600, RECRAWL.max_interval_hours * 3600
+        interval = min(max(first_interval(url) * rate, low), high)
         assert (row["status"], row["fetched_at"], row["interval_source"]) == (
             "fetched",
             at(T1),
