@@ -11,9 +11,11 @@ import dataclasses
 import logging
 from typing import ClassVar
 
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawllib import tables
+from crawllib.config import Config
 from crawllib.schemas import CRAWLDB
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.transforms.update import (
@@ -75,6 +77,21 @@ _COUNTED_STATUS = {
 }
 
 
+def merge_sitemap_hints(spark: SparkSession, root: str, sitemaps: DataFrame, cfg: Config) -> None:
+    """MERGE what ``sitemaps`` rows say (transforms.update.sitemap_hints) into crawldb's pages
+    with a stored version, guarded so that a rerun changes nothing."""
+    tables.merge(
+        spark,
+        sitemap_hints(sitemaps, cfg),
+        root,
+        "crawldb",
+        keys=["url_key"],
+        update=SITEMAP_HINTS_UPDATE,
+        insert=False,
+        update_condition=SITEMAP_HINTS_GUARD,
+    )
+
+
 def run(run: StageRun) -> UpdateResult:
     """Merge generation ``run.gen``'s fetches into crawldb and queue its redirect targets
     (a first run writes no frontier rows when there are none)."""
@@ -129,16 +146,7 @@ def run(run: StageRun) -> UpdateResult:
     # a host).
     sitemaps = run.read("sitemaps").where((F.col("gen") == gen) & (F.size("entries") > 0))
     if not sitemaps.isEmpty():
-        tables.merge(
-            spark,
-            sitemap_hints(sitemaps, cfg),
-            root,
-            "crawldb",
-            keys=["url_key"],
-            update=SITEMAP_HINTS_UPDATE,
-            insert=False,
-            update_condition=SITEMAP_HINTS_GUARD,
-        )
+        merge_sitemap_hints(spark, root, sitemaps, cfg)
 
     fetched = fetches.groupBy("url_key").agg(
         F.max(F.col("outcome").isin(*VISITED_OUTCOMES)).alias("_visited"),

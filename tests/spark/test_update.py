@@ -15,11 +15,8 @@ from crawllib.schemas import CRAWLDB, FETCHES, FRONTIER, SITEMAPS, TEXTS
 from crawllib.stages import update
 from crawllib.stages.base import StageRun
 from crawllib.transforms.update import (
-    SITEMAP_HINTS_GUARD,
-    SITEMAP_HINTS_UPDATE,
     crawldb_updates,
     redirect_frontier,
-    sitemap_hints,
 )
 from crawllib.urls import url_key
 
@@ -417,18 +414,9 @@ def test_sitemap_hints_make_changed_pages_due_and_replace_a_default_interval(
             entry(43, lastmod=changed_at, changefreq="daily"),
         ],
     }
-    hints = sitemap_hints(frame(spark, SITEMAPS, [sitemap]), spark_cfg)
+    sitemaps = frame(spark, SITEMAPS, [sitemap])
     for _ in range(2):  # a rerun changes nothing
-        tables.merge(
-            spark,
-            hints,
-            root,
-            "crawldb",
-            keys=["url_key"],
-            update=SITEMAP_HINTS_UPDATE,
-            insert=False,
-            update_condition=SITEMAP_HINTS_GUARD,
-        )
+        update.merge_sitemap_hints(spark, root, sitemaps, spark_cfg)
         rows = {r["url_key"]: r for r in crawldb_rows(spark, root)}
         assert rows[40]["next_fetch_at"] == changed_at
         assert rows[40]["interval_source"] == "default"
