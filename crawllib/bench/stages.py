@@ -22,7 +22,8 @@ from crawllib.bench.procs import ProcessTree
 from crawllib.config import Config
 from crawllib.extract import close_unclosed_title, decode_html
 from crawllib.testing import WebSpec
-from crawllib.vocab import StageState, Status
+from crawllib.schemas import CRAWLDB, columns_of
+from crawllib.vocab import IntervalSource, StageState, Status
 
 SPARK_OVERRIDES = [
     "spark.master=local[2]",
@@ -170,22 +171,32 @@ def bench_fixed_cost(
 
 
 def fill_crawldb(spark: SparkSession, root: str, n: int) -> None:
-    """Append n fetched URLs on 1000 hosts that are not in the test web."""
+    """Append n URLs fetched just now (not due again for a day) on 1000 hosts that are not in
+    the test web."""
     url = F.format_string("http://filler%d.net/p/%d.html", F.col("id") % 1000, F.col("id"))
-    rows = spark.range(n, numPartitions=2).select(
-        F.xxhash64(url).alias("url_key"),
-        url.alias("url"),
-        F.format_string("filler%d.net", F.col("id") % 1000).alias("host"),
-        F.format_string("filler%d.net", F.col("id") % 1000).alias("domain"),
-        F.lit(Status.FETCHED).alias("status"),
-        F.lit(None).cast("string").alias("reason"),
-        F.lit(1).alias("attempts"),
-        F.lit(1).alias("depth"),
-        F.lit(0).alias("first_gen"),
-        F.lit(0).alias("last_gen"),
-        F.lit(None).cast("int").alias("next_gen"),
-        F.lit(200).alias("http_status"),
-        F.sha2(url, 256).alias("content_hash"),
-        F.current_timestamp().alias("updated_at"),
-    )
+    host = F.format_string("filler%d.net", F.col("id") % 1000)
+    now = F.current_timestamp()
+    given = {
+        "url_key": F.xxhash64(url),
+        "url": url,
+        "host": host,
+        "domain": host,
+        "status": F.lit(Status.FETCHED),
+        "attempts": F.lit(1),
+        "depth": F.lit(1),
+        "first_gen": F.lit(0),
+        "last_gen": F.lit(0),
+        "http_status": F.lit(200),
+        "content_hash": F.sha2(url, 256),
+        "updated_at": now,
+        "fetched_at": now,
+        "fetch_interval": F.lit(86400.0),
+        "next_fetch_at": now + F.expr("INTERVAL 1 DAY"),
+        "interval_source": F.lit(IntervalSource.DEFAULT),
+        "visits_changed": F.lit(0),
+        "visits_unchanged": F.lit(0),
+        "changed_at": now,
+    }
+    blank = {f.name: F.lit(None) for f in CRAWLDB.fields if f.name not in given}
+    rows = spark.range(n, numPartitions=2).select(*columns_of(CRAWLDB, **blank, **given))
     tables.append(rows, root, "crawldb")
