@@ -21,8 +21,8 @@ from crawllib.bench.fetch import engine_config, page_rows, page_urls, run_engine
 from crawllib.bench.procs import ProcessTree
 from crawllib.config import Config
 from crawllib.extract import close_unclosed_title, decode_html
-from crawllib.testing import WebSpec
 from crawllib.schemas import CRAWLDB, columns_of
+from crawllib.testing import WebSpec
 from crawllib.vocab import IntervalSource, StageState, Status
 
 SPARK_OVERRIDES = [
