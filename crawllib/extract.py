@@ -23,8 +23,20 @@ Choices:
   ``<base href>`` if present, normalised with `crawllib.urls.normalize_url` (scheme, host case,
   fragment, tracking parameters ...). hrefs that cannot be crawled (javascript:, mailto:,
   tel:, ftp:, data:, broken hosts) are dropped, and so are links to the page itself
-  (``#top``). ``rel="nofollow"`` links are kept: nofollow asks search engines not to pass
-  ranking, not crawlers not to discover. One link per target, with the first anchor text.
+  (``#top``). One link per target, with the first anchor text.
+- Links with ``rel="nofollow"`` are kept unless ``cfg.parse.follow_rel_nofollow`` is false:
+  nofollow asks search engines not to pass ranking, not crawlers not to discover (``ugc`` and
+  ``sponsored`` are not nofollow).
+- What the page asks of crawlers (`crawllib.directives.page_directives`: robots meta tags and
+  the X-Robots-Tag header for ``cfg.robots.agent``, the canonical URL, a TDM reservation) is
+  part of the result, and acted on:
+  ``noindex``: the text is not kept as a document: ``title`` and ``text`` None,
+  ``text_chars`` 0; but ``content_hash`` and ``simhash`` are still those of the extracted text,
+  so that a later revisit can tell whether the page changed (language is kept too).
+  ``nofollow``: the page's links are all dropped, but for its canonical URL.
+  A canonical URL (other than the page's own) is one more link (anchor ""), nofollow or not:
+  it is queued like a link target.
+  ``tdm_reserved`` is only recorded.
 """
 
 from __future__ import annotations
@@ -32,12 +44,14 @@ from __future__ import annotations
 import codecs
 import logging
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import lxml.html
 import trafilatura
 
 from crawllib.config import Config
+from crawllib.directives import base_url, headers_tdm_reserved, page_directives, rel_tokens
 from crawllib.hashing import content_hash, simhash64
 from crawllib.records import Extracted, Link
 from crawllib.urls import InvalidURL, host_of, normalize_url, url_key
@@ -66,18 +80,33 @@ class ExtractError(ValueError):
     """A page with nothing to extract (no body at all)."""
 
 
-def extract_page(body: bytes | None, url: str, charset: str | None, cfg: Config) -> dict[str, Any]:
+def extract_page(
+    body: bytes | None,
+    url: str,
+    charset: str | None,
+    cfg: Config,
+    *,
+    headers: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Extract one HTML page.
 
     In: the raw body, the page's (normalised) URL, the charset of its Content-Type header (or
-    None) and the config (``cfg.parse.max_html_bytes``).
+    None), the config (``cfg.parse``, ``cfg.robots.agent``) and the response headers
+    (lowercase keys, as the pages table holds them; None: none).
     Out: dict with title, text, language (primary subtag, lowercase: "en"), text_chars,
     content_hash (hex SHA-256 of text), simhash (signed 64-bit), error (None or
-    "ExceptionType: message") and links: list of (normalised dst URL, anchor text).
+    "ExceptionType: message"), directives (robots directives for us, sorted), tdm_reserved,
+    canonical_url (normalised or None) and links: list of (normalised dst URL, anchor text).
+    A failed page has directives [] and canonical_url None; its tdm_reserved is what the
+    headers alone say.
     """
     try:
-        return _extract(body, url, charset, cfg.parse.max_html_bytes)
+        return _extract(body, url, charset, cfg, headers)
     except Exception as exc:  # per-page isolation: any failure is data, never a task failure
+        try:
+            reserved = headers_tdm_reserved(headers, cfg.robots.agent)
+        except Exception:
+            reserved = False
         return {
             "title": None,
             "text": None,
@@ -86,15 +115,25 @@ def extract_page(body: bytes | None, url: str, charset: str | None, cfg: Config)
             "content_hash": None,
             "simhash": None,
             "error": f"{type(exc).__name__}: {exc}"[:1000],
+            "directives": [],
+            "tdm_reserved": reserved,
+            "canonical_url": None,
             "links": [],
         }
 
 
-def extract_record(body: bytes | None, url: str, charset: str | None, cfg: Config) -> Extracted:
+def extract_record(
+    body: bytes | None,
+    url: str,
+    charset: str | None,
+    cfg: Config,
+    *,
+    headers: Mapping[str, str] | None = None,
+) -> Extracted:
     """`extract_page` with each link's url_key and host: what the fetch engine and the parse
-    stage store of a page (its texts row and its links rows). One link per target url_key,
-    the first."""
-    page = extract_page(body, url, charset, cfg)
+    stage store of a page (its texts row, its directives and its links rows). One link per
+    target url_key, the first."""
+    page = extract_page(body, url, charset, cfg, headers=headers)
     by_key: dict[int, Link] = {}
     for dst, anchor in page["links"]:
         key = url_key(dst)
@@ -114,19 +153,37 @@ def extract_record(body: bytes | None, url: str, charset: str | None, cfg: Confi
         "content_hash": page["content_hash"],
         "simhash": page["simhash"],
         "error": page["error"],
+        "directives": page["directives"],
+        "tdm_reserved": page["tdm_reserved"],
+        "canonical_url": page["canonical_url"],
         "links": links,
     }
 
 
-def _extract(body: bytes | None, url: str, charset: str | None, max_bytes: int) -> dict[str, Any]:
+def _extract(
+    body: bytes | None,
+    url: str,
+    charset: str | None,
+    cfg: Config,
+    headers: Mapping[str, str] | None,
+) -> dict[str, Any]:
     if not body or not body.strip():
         raise ExtractError("empty body")
-    html = close_unclosed_title(decode_html(body[:max_bytes], charset))
+    html = close_unclosed_title(decode_html(body[: cfg.parse.max_html_bytes], charset))
     # Re-encoded as UTF-8 and parsed with that encoding declared, so that an XML declaration
     # or a <meta charset> in the text cannot make lxml decode it a second time.
     parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, collect_ids=False)
     tree = lxml.html.document_fromstring(html.encode("utf-8", errors="replace"), parser=parser)
-    links = extract_links(tree, url)
+    asks = page_directives(tree, headers, url, cfg.robots.agent)
+    noindex = "noindex" in asks["directives"]
+    links = (
+        []
+        if "nofollow" in asks["directives"]
+        else extract_links(tree, url, rel_nofollow=cfg.parse.follow_rel_nofollow)
+    )
+    canonical = asks["canonical_url"]
+    if canonical is not None and all(dst != canonical for dst, _ in links):
+        links.append((canonical, ""))
     # trafilatura works on a copy of the tree: the one above stays intact.
     text = (
         trafilatura.extract(
@@ -139,13 +196,14 @@ def _extract(body: bytes | None, url: str, charset: str | None, max_bytes: int) 
         or ""
     )
     return {
-        "title": page_title(tree),
-        "text": text,
+        "title": None if noindex else page_title(tree),
+        "text": None if noindex else text,
         "language": page_language(tree),
-        "text_chars": len(text),
+        "text_chars": 0 if noindex else len(text),
         "content_hash": content_hash(text) if text else None,
         "simhash": simhash64(text) if text else None,
         "error": None,
+        **asks,
         "links": links,
     }
 
@@ -191,17 +249,12 @@ def sniff_meta_charset(body: bytes) -> str | None:
     return match.group(1).decode("ascii") if match else None
 
 
-def extract_links(tree: lxml.html.HtmlElement, url: str) -> list[tuple[str, str]]:
-    """[(normalised URL, anchor text), ...] of every crawlable ``<a href>``, first anchor wins."""
-    base = url
-    for element in tree.iter("base"):
-        href = element.get("href")
-        if href and href.strip():
-            try:
-                base = normalize_url(href, base=url)
-            except InvalidURL:
-                pass
-            break
+def extract_links(
+    tree: lxml.html.HtmlElement, url: str, *, rel_nofollow: bool = True
+) -> list[tuple[str, str]]:
+    """[(normalised URL, anchor text), ...] of every crawlable ``<a href>``, first anchor wins;
+    without those whose rel holds "nofollow" if ``rel_nofollow`` is false."""
+    base = base_url(tree, url)
     try:
         own = normalize_url(url)
     except InvalidURL:
@@ -210,6 +263,8 @@ def extract_links(tree: lxml.html.HtmlElement, url: str) -> list[tuple[str, str]
     for element in tree.iter("a"):
         href = element.get("href")
         if href is None or not href.strip():
+            continue
+        if not rel_nofollow and "nofollow" in rel_tokens(element.get("rel")):
             continue
         try:
             target = normalize_url(href, base=base)

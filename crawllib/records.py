@@ -40,9 +40,21 @@ class Link(TypedDict):
     anchor: str
 
 
+class Directives(TypedDict):
+    """What a page asks of crawlers (`crawllib.directives.page_directives`): the robots
+    directives that apply to us (known words, lowercase, sorted, each once: "noindex",
+    "nofollow" ...), whether text-and-data-mining rights are reserved, and its canonical URL
+    (normalised; None if absent or the page itself)."""
+
+    directives: list[str]
+    tdm_reserved: bool
+    canonical_url: str | None
+
+
 class Extracted(TypedDict):
     """A page's extraction (`crawllib.extract.extract_record`): the columns of its texts row,
-    and its outbound links. ``content_hash`` and ``simhash`` fingerprint the extracted text."""
+    its `Directives` and its outbound links. ``content_hash`` and ``simhash`` fingerprint the
+    extracted text (kept for a noindex page, whose title and text are None)."""
 
     title: str | None
     text: str | None
@@ -51,6 +63,9 @@ class Extracted(TypedDict):
     content_hash: str | None
     simhash: int | None
     error: str | None
+    directives: list[str]
+    tdm_reserved: bool
+    canonical_url: str | None
     links: list[Link]
 
 

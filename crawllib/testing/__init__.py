@@ -14,7 +14,9 @@ same bytes in every run, from a few hosts to hundreds of hosts and ~100k pages.
   (``text_version``, ``expected_changes``...);
 * :mod:`crawllib.testing.web` - :class:`TestWeb` (async) and :func:`serve_in_thread` (sync);
 * :mod:`crawllib.testing.truth` - ``expected_fetches`` / ``expected_attempts``: what a correct
-  crawl fetches, computed from the generator with independent URL and robots rules.
+  crawl fetches, computed from the generator with independent URL and robots rules (robots.txt,
+  and the robots meta tags, X-Robots-Tag and canonical links of directives.org);
+  ``expected_noindex`` / ``page_directives``: which fetched pages' text is not kept, and why.
 
 A crawler reaches the virtual hosts through its static resolve map, ``web.resolve``
 (``{host: "127.0.0.1:PORT"}``); pages write absolute links as ``http://host/...`` (port 80).
@@ -25,17 +27,21 @@ from crawllib.testing.changes import changing_host_name, changing_urls
 from crawllib.testing.site import Site, WebSpec, regular_host_name
 from crawllib.testing.special import SPECIAL_HOSTS
 from crawllib.testing.truth import (
+    Directives,
     Expected,
     canonical_url,
     expect,
     expected_attempts,
     expected_fetches,
+    expected_noindex,
     is_private_host,
+    page_directives,
 )
 from crawllib.testing.web import LogRecord, TestWeb, serve_in_thread
 
 __all__ = [
     "SPECIAL_HOSTS",
+    "Directives",
     "Expected",
     "LogRecord",
     "Site",
@@ -47,7 +53,9 @@ __all__ = [
     "expect",
     "expected_attempts",
     "expected_fetches",
+    "expected_noindex",
     "is_private_host",
+    "page_directives",
     "regular_host_name",
     "serve_in_thread",
 ]

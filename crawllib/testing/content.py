@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 HTML = "text/html; charset=utf-8"
@@ -28,6 +28,9 @@ class Route:
     ``body`` renders the bytes; only the server calls it. A ``conditional`` route answers 304
     without a body to a request whose If-None-Match or If-Modified-Since matches the ETag or
     Last-Modified in ``headers`` (see :func:`crawllib.testing.live.not_modified`).
+    ``headers`` are sent as they are, a name given twice as two header lines. ``head`` is the
+    markup the page carries in its ``<head>`` after the charset and the title (robots ``<meta>``
+    tags, ``<link rel="canonical">``), exactly as written in the HTML, like ``links``.
     """
 
     status: int = 200
@@ -38,6 +41,7 @@ class Route:
     behaviour: str = ""
     body: Callable[[], bytes] | None = None
     conditional: bool = False
+    head: str = ""
 
     @property
     def is_redirect(self) -> bool:
@@ -137,22 +141,32 @@ def article_html(
     sections: int | None = None,
     lead: str = "",
     aside: str = "",
+    head: str = "",
+    rels: Mapping[str, str] | None = None,
 ) -> str:
     """An article page: nav, title, byline, sections of prose with links, footer.
 
-    ``aside`` is HTML put between the article and the footer as is (a sidebar, no links).
+    ``aside`` is HTML put between the article and the footer as is (a sidebar, no links);
+    ``head`` is HTML put in ``<head>`` after the title as is (meta tags, link elements, no
+    ``<a>``). ``rels`` maps an href to the ``rel`` attribute of its ``<a>`` tags
+    (``{"/x.html": "nofollow"}``).
 
     The ``href`` values appear in the order nav, body_links, footer (see :func:`hrefs`).
     """
+    rel = rels or {}
+
+    def a(link: Link) -> str:
+        return _a(link, rel.get(link[0], ""))
+
     n_sections = sections if sections is not None else rng.randint(3, 6)
     size = -(-len(body_links) // n_sections) if n_sections else 0
     chunks = [body_links[i * size : (i + 1) * size] for i in range(n_sections)]
     out = [
         "<!DOCTYPE html>",
         '<html lang="en">',
-        f'<head><meta charset="utf-8"><title>{_esc(heading)} | {_esc(host)}</title></head>',
+        f'<head><meta charset="utf-8"><title>{_esc(heading)} | {_esc(host)}</title>{head}</head>',
         "<body>",
-        '<header><nav class="site-nav">' + " | ".join(_a(link) for link in nav) + "</nav></header>",
+        '<header><nav class="site-nav">' + " | ".join(a(link) for link in nav) + "</nav></header>",
         '<main id="main"><article>',
         f"<h1>{_esc(heading)}</h1>",
         f'<p class="byline">By {rng.choice(WORDS).title()} {rng.choice(WORDS).title()}, '
@@ -165,16 +179,16 @@ def article_html(
         for _ in range(rng.randint(1, 3)):
             out.append(f"<p>{_esc(paragraph(rng))}</p>")
         if chunks and chunks[i]:
-            out.append("<p>Read also: " + ", ".join(_a(link) for link in chunks[i]) + ".</p>")
+            out.append("<p>Read also: " + ", ".join(a(link) for link in chunks[i]) + ".</p>")
     if not n_sections and body_links:
-        out.append("<ul>" + "".join(f"<li>{_a(link)}</li>" for link in body_links) + "</ul>")
+        out.append("<ul>" + "".join(f"<li>{a(link)}</li>" for link in body_links) + "</ul>")
     out += [
         "</article></main>",
         *([aside] if aside else []),
         '<footer><p class="legal">Copyright 2026 '
         + _esc(host)
         + ". All rights reserved.</p>"
-        + ("<p>" + " · ".join(_a(link) for link in footer) + "</p>" if footer else "")
+        + ("<p>" + " · ".join(a(link) for link in footer) + "</p>" if footer else "")
         + "</footer>",
         "</body>",
         "</html>",
@@ -203,9 +217,10 @@ def simple_page(seed: int, host: str, path: str, links: Sequence[str], heading: 
     return Route(links=hrefs(body), body=render)
 
 
-def _a(link: Link) -> str:
+def _a(link: Link, rel: str = "") -> str:
     href, text = link
-    return f'<a href="{html.escape(href, quote=True)}">{_esc(text)}</a>'
+    attr = f'rel="{html.escape(rel, quote=True)}" ' if rel else ""
+    return f'<a {attr}href="{html.escape(href, quote=True)}">{_esc(text)}</a>'
 
 
 def _esc(text: str) -> str:

@@ -32,22 +32,57 @@ the hosts whose pages change with the clock (``live<i>.com``) are in :mod:`crawl
 | filetypes.com | non-HTML: image/png, application/pdf, application/json | /img/logo, /files/report.pdf, /api/data.json |
 | charsets.net | Latin-1 bytes labelled utf-8; no charset anywhere (UTF-8 body); charset in ``<meta>`` only (Latin-1) | /latin1.html, /nocharset.html, /meta.html |
 | brokenhtml.org | unclosed tags (still links /after.html); garbage bytes | /unclosed.html (-> /after.html), /garbage.html |
+| directives.org | robots meta tags, ``X-Robots-Tag``, canonical links, ``rel="nofollow"``, TDM opt-outs: one line per page below | the 12 pages below that are not marked "(not linked from /)" |
+
+directives.org (robots.txt allows all): every page but ``/`` is a 200 HTML article of a few
+hundred words of its own whose nav and body link ``/``; "links to X" means the body also links
+X, which nothing else links. Each target is reached one way only, so the pages a crawl fetches
+(:mod:`crawllib.testing.truth`) show whether it honoured the directive:
+
+* /noindex.html: ``<meta name="robots" content="noindex">``; links to /noindex-child.html (followed: noindex is not nofollow)
+* /noindex-child.html (not linked from /): a plain page
+* /nofollow.html: ``<meta name="robots" content="nofollow">``; links to /nofollow-only.html (never to be requested)
+* /nofollow-only.html (not linked from /): a plain page
+* /agent-nofollow.html: ``<meta name="crawllib" content="nofollow">`` (our product token); links to /agent-only.html (never)
+* /agent-only.html (not linked from /): a plain page
+* /other-agent.html: ``<meta name="otherbot" content="noindex, nofollow">`` (not for crawllib); links to /other-child.html (followed)
+* /other-child.html (not linked from /): a plain page
+* /header-noindex.html: header ``X-Robots-Tag: noindex``
+* /header-none.html: header ``X-Robots-Tag: none`` (noindex, nofollow); links to /header-only.html (never)
+* /header-only.html (not linked from /): a plain page
+* /header-other.html: header ``X-Robots-Tag: otherbot: nofollow`` (not for crawllib); links to /header-other-child.html (followed)
+* /header-other-child.html (not linked from /): a plain page
+* /canonical.html: ``<link rel="canonical" href="/canonical-target.html">``, the same article as its target
+* /canonical-target.html (not linked from /): reached only through that canonical link (depth 2 from ``/``)
+* /nofollow-canonical.html: ``<meta name="robots" content="nofollow">`` + ``<link rel="canonical" href="/nfc-target.html">``; links to /nfc-only.html (never)
+* /nfc-target.html (not linked from /): reached only through the canonical link, which nofollow does not stop
+* /nfc-only.html (not linked from /): a plain page
+* /relnofollow.html: ``<a rel="nofollow" href="/relnf-target.html">`` (followed by default: ``parse.follow_rel_nofollow``)
+* /relnf-target.html (not linked from /): a plain page
+* /noai.html: ``<meta name="robots" content="noai, noimageai">``
+* /tdm.html: header ``tdm-reservation: 1`` and ``<meta name="tdm-reservation" content="1">``
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import html
+import random
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from crawllib.testing import traps
 from crawllib.testing.content import (
     Route,
+    article_html,
     fixed_route,
+    hrefs,
     redirect_route,
+    sentence,
     simple_page,
     status_route,
     text_route,
+    title,
 )
 from crawllib.testing.payloads import (
     PDF,
@@ -100,8 +135,50 @@ def _garbage(site: Site, host: str, path: str) -> Route:
     return fixed_route(garbage_page(site.spec.seed))
 
 
+def _attr(value: str) -> str:
+    return html.escape(value, quote=True)
+
+
 def _pages(*paths: str) -> dict[str, Make]:
     return {p: _page() for p in paths}
+
+
+LEAD_WORDS = 150  # a directives.org article opens with at least this many words of prose
+
+
+def _article(
+    *links: str,
+    meta: Sequence[tuple[str, str]] = (),
+    canonical: str = "",
+    headers: Sequence[tuple[str, str]] = (),
+    nofollow: Sequence[str] = (),
+    text_of: str = "",
+) -> Make:
+    """A page of directives.org: an article linking ``/`` and ``links`` (those in ``nofollow``
+    with ``rel="nofollow"``), with ``<meta name content>`` tags and a canonical link in its head,
+    ``headers`` in its response; the text of ``text_of`` (a path) when given, else its own."""
+    head = "".join(
+        f'<meta name="{_attr(name)}" content="{_attr(content)}">' for name, content in meta
+    )
+    if canonical:
+        head += f'<link rel="canonical" href="{_attr(canonical)}">'
+    body = [(h, h) for h in ("/", *links)]
+    rels = {h: "nofollow" for h in nofollow}
+
+    def make(site: Site, host: str, path: str) -> Route:
+        def render() -> bytes:
+            rng = random.Random(f"{site.spec.seed}|directives|{host}|{text_of or path}")
+            heading = title(rng)
+            lead: list[str] = []
+            while sum(len(s.split()) for s in lead) < LEAD_WORDS:
+                lead.append(sentence(rng))
+            return article_html(
+                rng, host, heading, body, sections=3, lead=" ".join(lead), head=head, rels=rels
+            ).encode()
+
+        return Route(links=hrefs(body), headers=tuple(headers), head=head, body=render)
+
+    return make
 
 
 # host -> {path: Make}. ``/`` links to every path in order, except those in HIDDEN;
@@ -184,10 +261,59 @@ HOSTS: dict[str, dict[str, Make]] = {
         "/garbage.html": _garbage,
         "/after.html": _page(),
     },
+    "directives.org": {
+        "/noindex.html": _article("/noindex-child.html", meta=[("robots", "noindex")]),
+        "/noindex-child.html": _article(),
+        "/nofollow.html": _article("/nofollow-only.html", meta=[("robots", "nofollow")]),
+        "/nofollow-only.html": _article(),
+        "/agent-nofollow.html": _article("/agent-only.html", meta=[("crawllib", "nofollow")]),
+        "/agent-only.html": _article(),
+        "/other-agent.html": _article(
+            "/other-child.html", meta=[("otherbot", "noindex, nofollow")]
+        ),
+        "/other-child.html": _article(),
+        "/header-noindex.html": _article(headers=[("X-Robots-Tag", "noindex")]),
+        "/header-none.html": _article("/header-only.html", headers=[("X-Robots-Tag", "none")]),
+        "/header-only.html": _article(),
+        "/header-other.html": _article(
+            "/header-other-child.html", headers=[("X-Robots-Tag", "otherbot: nofollow")]
+        ),
+        "/header-other-child.html": _article(),
+        "/canonical.html": _article(
+            canonical="/canonical-target.html", text_of="/canonical-target.html"
+        ),
+        "/canonical-target.html": _article(),
+        "/nofollow-canonical.html": _article(
+            "/nfc-only.html", meta=[("robots", "nofollow")], canonical="/nfc-target.html"
+        ),
+        "/nfc-target.html": _article(),
+        "/nfc-only.html": _article(),
+        "/relnofollow.html": _article("/relnf-target.html", nofollow=["/relnf-target.html"]),
+        "/relnf-target.html": _article(),
+        "/noai.html": _article(meta=[("robots", "noai, noimageai")]),
+        "/tdm.html": _article(meta=[("tdm-reservation", "1")], headers=[("tdm-reservation", "1")]),
+    },
 }
+# directives.org: each page a directive page links to (or names as canonical) is reached
+# only that way
+DIRECTIVE_TARGETS = frozenset(
+    {
+        "/noindex-child.html",
+        "/nofollow-only.html",
+        "/agent-only.html",
+        "/other-child.html",
+        "/header-only.html",
+        "/header-other-child.html",
+        "/canonical-target.html",
+        "/nfc-target.html",
+        "/nfc-only.html",
+        "/relnf-target.html",
+    }
+)
 HIDDEN = frozenset(
     {"/robots.txt", "/rules/robots.txt", "/chain/2", "/chain/3", "/chain/end.html", "/loop/b"}
     | {"/after.html"}
+    | DIRECTIVE_TARGETS
 )
 SPECIAL_HOSTS = tuple(HOSTS)
 

@@ -12,9 +12,22 @@ product token A (default ``crawllib``):
   (and ``;sid=``, ``;sessionid=``, ``;phpsessid=``) path parameters dropped; query parameters
   ``utm_*``, ``sid``, ``sessionid``, ``jsessionid``, ``phpsessid``, ``fbclid``, ``gclid`` dropped,
   the rest sorted by (name, value); an empty query dropped. Only ``http``/``https``.
-* **depth**: seeds are depth 0; an ``<a href>`` on a page of depth d < D yields depth d + 1
-  (first discovery wins, breadth first); a redirect target has the depth of the URL that
-  redirected to it (a redirect is not a link). Pages at depth D are fetched, their links ignored.
+* **depth**: seeds are depth 0; an ``<a href>`` (``rel="nofollow"`` included) or the
+  ``<link rel="canonical">`` of another URL on a page of depth d < D yields depth d + 1 (first
+  discovery wins, breadth first); a redirect target has the depth of the URL that redirected to
+  it (a redirect is not a link). Pages at depth D are fetched, their links ignored.
+* **robots directives** of a fetched page, for product token A: the comma-separated tokens of
+  ``<meta name="robots">`` and ``<meta name="A">`` (names case-insensitive) and of every
+  ``X-Robots-Tag`` header line, either unscoped (``noindex``) or scoped to A (``A: nofollow``);
+  ``none`` means ``noindex, nofollow``; tokens for another agent (``<meta name="otherbot">``,
+  ``X-Robots-Tag: otherbot: nofollow``) do not apply. **nofollow**: the page's ``<a href>``
+  links are ignored, its canonical link is not. **noindex**: the page is still fetched (and
+  counted) and its links followed; only its text is not kept. The canonical link is the first
+  ``<link rel="canonical" href>``, resolved against the page's URL; **tdm_reserved**: a
+  ``tdm-reservation: 1`` header or ``<meta name="tdm-reservation" content="1">`` (TDMRep).
+  The markup read is the page's ``<head>`` as the generator writes it (``Route.head``, checked
+  against the served bytes by the tests), parsed here with ``html.parser``, and the response's
+  headers (``Route.headers``, sent as they are).
 * a URL is **requested** when it has depth <= D, its scheme is ``http``, its host is a host of
   this web (so never a private, loopback, link-local or metadata address, ``localhost``, or a
   ``mailto:``/``tel:``/``javascript:``/``ftp:``/``data:`` link), and robots.txt of its host allows
@@ -35,7 +48,11 @@ soft 404, slow and trickled pages, the 40 MiB body and the gzip bomb (200 HTML, 
 truncates them), charset and broken-HTML pages, redirect targets; and excludes 4xx/5xx,
 dropped connections, redirecting URLs themselves and non-HTML bodies. Pages of the changing
 hosts are 200 HTML with the same links at any time, so they count whatever the clock; when
-and how often their texts change is :mod:`crawllib.testing.changes`.
+and how often their texts change is :mod:`crawllib.testing.changes`. noindex pages count too.
+
+``Expected.directives`` = the robots directives of every fetched URL that has any (so far only
+directives.org's pages); ``expected_noindex`` = the fetched URLs whose text a correct crawl
+does not keep.
 """
 
 from __future__ import annotations
@@ -43,7 +60,9 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit
 
@@ -201,11 +220,121 @@ def robots_rules(site: Site, host: str, agent: str) -> RobotsRules:
     return RobotsRules()  # too many redirects: unavailable, like a 4xx
 
 
+# X-Robots-Tag rules that take a value after a colon: "max-snippet: 20" is not an agent "max-snippet"
+VALUED_RULES = frozenset(
+    {"unavailable_after", "max-snippet", "max-image-preview", "max-video-preview"}
+)
+_PRODUCT_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
+
+
+@dataclass(frozen=True)
+class Directives:
+    """What a fetched page tells product token A (see the module docstring): ``rules`` are the
+    robots tokens that apply to A, lowercase, ``none`` spelt out as ``noindex`` and ``nofollow``
+    (``noai``, ``noimageai``... kept as they are); ``canonical`` is the canonical URL of its
+    ``<link rel="canonical">`` when that is another URL, else None."""
+
+    rules: frozenset[str] = frozenset()
+    canonical: str | None = None
+    tdm_reserved: bool = False
+
+    @property
+    def noindex(self) -> bool:
+        return "noindex" in self.rules
+
+    @property
+    def nofollow(self) -> bool:
+        return "nofollow" in self.rules
+
+    @property
+    def noai(self) -> bool:
+        return "noai" in self.rules
+
+    def __bool__(self) -> bool:
+        return bool(self.rules or self.canonical or self.tdm_reserved)
+
+
+class _HeadTags(HTMLParser):
+    """``<meta name content>`` and ``<link rel href>`` tags, in document order."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.meta: list[tuple[str, str]] = []  # (name lowercase, content)
+        self.links: list[tuple[list[str], str]] = []  # (rel tokens lowercase, href)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = {k: v or "" for k, v in attrs}
+        if tag == "meta" and "name" in values:
+            self.meta.append((values["name"].strip().lower(), values.get("content", "")))
+        elif tag == "link" and "href" in values:
+            self.links.append((values.get("rel", "").lower().split(), values["href"]))
+
+
+def _rule_tokens(text: str) -> set[str]:
+    """``"noindex, max-snippet: 20, NONE"`` -> {"noindex", "max-snippet", "nofollow"}."""
+    tokens = {t.split(":", 1)[0].strip().lower() for t in text.split(",")} - {""}
+    if "none" in tokens:
+        tokens |= {"noindex", "nofollow"}
+    return tokens - {"none"}
+
+
+def _header_rules(value: str, agent: str) -> set[str]:
+    """The rules of one X-Robots-Tag line that apply to ``agent``."""
+    name, sep, rest = value.partition(":")
+    name = name.strip()
+    if sep and _PRODUCT_TOKEN.fullmatch(name) and name.lower() not in VALUED_RULES:
+        return _rule_tokens(rest) if name.lower() == agent.lower() else set()
+    return _rule_tokens(value)
+
+
+def directives(
+    head: str, headers: Iterable[tuple[str, str]], url: str, agent: str = "crawllib"
+) -> Directives:
+    """The robots directives of the page at ``url`` whose ``<head>`` holds ``head`` and whose
+    response carries ``headers``, for product token ``agent``."""
+    rules: set[str] = set()
+    tdm = False
+    for name, value in headers:
+        if name.lower() == "x-robots-tag":
+            rules |= _header_rules(value, agent)
+        elif name.lower() == "tdm-reservation":
+            tdm = tdm or value.strip() == "1"
+    canonical = None
+    if head:
+        tags = _HeadTags()
+        tags.feed(head)
+        tags.close()
+        for name, content in tags.meta:
+            if name in ("robots", agent.lower()):
+                rules |= _rule_tokens(content)
+            elif name == "tdm-reservation":
+                tdm = tdm or content.strip() == "1"
+        hrefs = [href for rel, href in tags.links if "canonical" in rel]
+        if hrefs:
+            target = canonical_url(hrefs[0], url)
+            canonical = target if target != canonical_url(url) else None
+    return Directives(frozenset(rules), canonical, tdm)
+
+
+def page_directives(site: Site, url: str, agent: str = "crawllib") -> Directives:
+    """The directives :func:`directives` reads from the response to ``url`` (no redirects)."""
+    parts = urlsplit(url)
+    route = site.route(parts.netloc, parts.path, parts.query, nonce="truth")
+    return directives(route.head, route.headers, url, agent)
+
+
 @dataclass
 class Expected:
     attempts: set[str]
     fetches: set[str]
     depth: dict[str, int]  # every discovered canonical URL (requested or not) -> its depth
+    # every fetched URL whose page has robots directives, a TDM reservation or a canonical link
+    directives: dict[str, Directives] = field(default_factory=dict)
+
+    @property
+    def noindex(self) -> set[str]:
+        """Fetched URLs whose text a correct crawl does not keep."""
+        return {url for url, d in self.directives.items() if d.noindex}
 
 
 def expect(
@@ -226,6 +355,7 @@ def expect(
         return policies[parts.netloc].allowed(path_qs)
 
     def visit(url: str, depth: int) -> tuple[str, tuple[str, ...]] | None:
+        """The final URL and the URLs its page leads to (links unless nofollow, canonical)."""
         chain: set[str] = set()
         while url not in chain and len(chain) <= MAX_REDIRECTS and requestable(url):
             chain.add(url)
@@ -236,7 +366,12 @@ def expect(
                 if not route.delivers_html:
                     return None
                 out.fetches.add(url)
-                return url, route.links
+                found = directives(route.head, route.headers, url, agent)
+                if not found:
+                    return url, route.links
+                out.directives[url] = found
+                links = () if found.nofollow else route.links
+                return url, links + ((found.canonical,) if found.canonical else ())
             target = canonical_url(route.location, url)
             if target is None:
                 return None
@@ -279,3 +414,10 @@ def expected_attempts(
 ) -> set[str]:
     """Canonical URLs a correct crawl requests at least once (see the module docstring)."""
     return expect(site, max_depth, agent, seeds).attempts
+
+
+def expected_noindex(
+    site: Site, max_depth: int, agent: str = "crawllib", seeds: list[str] | None = None
+) -> set[str]:
+    """Canonical URLs a correct crawl fetches but whose text it does not keep (noindex)."""
+    return expect(site, max_depth, agent, seeds).noindex

@@ -12,6 +12,8 @@ seconds>`` on any Host (``t=`` empty: back to the real time), answered 204 (400 
 missing ``t``), never linked from any page and not logged. Only page versions follow this
 clock; slow and flaky behaviours and the request log keep the wall clock. ``full`` validator
 pages answer a matching conditional request 304, with ETag and Last-Modified and no body.
+A route's ``headers`` (Retry-After, ETag, X-Robots-Tag...) are sent as given, one header line
+each, so a name may repeat.
 
 Async use::
 
@@ -182,6 +184,11 @@ class TestWeb:
     ) -> set[str]:
         return truth.expected_attempts(self.site, max_depth, agent, seeds)
 
+    def expected_noindex(
+        self, max_depth: int, agent: str = "crawllib", seeds: list[str] | None = None
+    ) -> set[str]:
+        return truth.expected_noindex(self.site, max_depth, agent, seeds)
+
     # -- serving -----------------------------------------------------------------------------
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         if request.path == CONTROL_NOW and request.method == "GET":
@@ -274,9 +281,11 @@ class TestWeb:
 
 
 def _plain(route: Route) -> web.Response:
-    headers = {"Content-Type": route.content_type, **dict(route.headers)}
+    headers = list(route.headers)  # pairs: a name given twice is sent as two header lines
+    if "content-type" not in {name.lower() for name, _ in headers}:
+        headers.insert(0, ("Content-Type", route.content_type))
     if route.location:
-        headers["Location"] = route.location
+        headers.append(("Location", route.location))
     return web.Response(status=route.status, body=route.render(), headers=headers)
 
 

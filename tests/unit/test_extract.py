@@ -8,7 +8,7 @@ import re
 import pytest
 
 from crawllib.config import load_config, replace
-from crawllib.extract import decode_html, extract_page
+from crawllib.extract import decode_html, extract_page, extract_record
 from crawllib.hashing import content_hash, simhash64
 from crawllib.testing.content import article_html, paragraph
 from crawllib.testing.payloads import charset_page, garbage_page
@@ -188,8 +188,16 @@ def test_empty_body_is_a_recorded_error(body):
         "content_hash": None,
         "simhash": None,
         "error": "ExtractError: empty body",
+        "directives": [],
+        "tdm_reserved": False,
+        "canonical_url": None,
         "links": [],
     }
+
+
+def test_a_failed_page_still_records_a_tdm_reservation_of_its_headers():
+    result = extract_page(None, URL, None, CFG, headers={"tdm-reservation": "1"})
+    assert result["error"] and result["tdm_reserved"] is True and result["directives"] == []
 
 
 def test_any_exception_becomes_the_error_field():
@@ -226,3 +234,83 @@ def test_language_from_html_lang_or_meta():
     body = f"<html><head>{meta}</head><body>{prose()}</body></html>".encode()
     assert extract_page(body, URL, None, CFG)["language"] == "fr"
     assert extract_page(page(prose(), lang=""), URL, None, CFG)["language"] is None
+
+
+def test_directives_canonical_and_tdm_are_part_of_the_result():
+    head = (
+        '<meta name="robots" content="noarchive"><meta name="tdm-reservation" content="1">'
+        '<link rel="canonical" href="/news/2026/story">'
+    )
+    headers = {"x-robots-tag": "otherbot: noindex, nofollow, crawllib: nosnippet"}
+    result = extract_page(page(prose(), head), URL, None, CFG, headers=headers)
+    assert result["error"] is None
+    assert result["directives"] == ["noarchive", "nosnippet"]
+    assert result["tdm_reserved"] is True
+    assert result["canonical_url"] == "http://www.example.com/news/2026/story"
+    assert result["text_chars"] > 0  # noindex was for otherbot
+    record = extract_record(page(prose(), head), URL, None, CFG, headers=headers)
+    assert (record["directives"], record["tdm_reserved"], record["canonical_url"]) == (
+        result["directives"],
+        result["tdm_reserved"],
+        result["canonical_url"],
+    )
+
+
+@pytest.mark.parametrize(
+    "head, headers",
+    [
+        ('<meta name="robots" content="noindex">', None),
+        ("", {"x-robots-tag": "crawllib: noindex"}),
+    ],
+)
+def test_noindex_keeps_no_text_but_its_fingerprints(head, headers):
+    body = f"<article><h1>Quiet page</h1>{prose()}</article>"
+    indexed = extract_page(page(body), URL, None, CFG)
+    result = extract_page(page(body, head), URL, None, CFG, headers=headers)
+    assert result["error"] is None and "noindex" in result["directives"]
+    assert result["text"] is None and result["title"] is None and result["text_chars"] == 0
+    assert indexed["content_hash"] is not None and indexed["text_chars"] > 0
+    assert result["content_hash"] == indexed["content_hash"]
+    assert result["simhash"] == indexed["simhash"]
+    assert result["language"] == "en"
+
+
+def test_nofollow_drops_every_link_but_the_canonical():
+    body = '<a href="/a">A</a> <a href="http://other.example.org/">Other</a>'
+    canonical = '<link rel="canonical" href="http://www.example.com/news/2026/">'
+    head = f'<meta name="robots" content="nofollow">{canonical}'
+    assert links_of(body, head) == [("http://www.example.com/news/2026/", "")]
+    headers = {"x-robots-tag": "nofollow"}
+    result = extract_page(page(body), URL, None, CFG, headers=headers)
+    assert result["directives"] == ["nofollow"] and result["links"] == []
+    record = extract_record(page(body, head), URL, None, CFG)
+    assert [link["dst_url"] for link in record["links"]] == ["http://www.example.com/news/2026/"]
+
+
+def test_canonical_is_one_more_link_unless_already_there():
+    canonical = '<link rel="canonical" href="/a">'
+    assert links_of('<a href="/a">A</a>', canonical) == [("http://www.example.com/a", "A")]
+    assert links_of('<a href="/b">B</a>', canonical) == [
+        ("http://www.example.com/b", "B"),
+        ("http://www.example.com/a", ""),
+    ]
+    self_canonical = f'<link rel="canonical" href="{URL}">'
+    assert links_of('<a href="/b">B</a>', self_canonical) == [("http://www.example.com/b", "B")]
+
+
+@pytest.mark.parametrize("follow", [True, False])
+def test_rel_nofollow_links_follow_the_setting(follow):
+    cfg = replace(CFG, parse__follow_rel_nofollow=follow)
+    body = """
+      <a href="/plain">plain</a>
+      <a href="/nf" rel="NoFollow">nofollow</a>
+      <a href="/nf2" rel="external nofollow noopener">nofollow among others</a>
+      <a href="/ugc" rel="ugc">ugc</a>
+      <a href="/sponsored" rel="sponsored">sponsored</a>
+    """
+    result = extract_page(page(body), URL, None, cfg)
+    targets = [dst.rsplit("/", 1)[1] for dst, _ in result["links"]]
+    if follow:
+        assert targets == ["plain", "nf", "nf2", "ugc", "sponsored"]
+    else:
+        assert targets == ["plain", "ugc", "sponsored"]

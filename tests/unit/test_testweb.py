@@ -30,9 +30,11 @@ from crawllib.testing import (
     serve_in_thread,
 )
 from crawllib.testing.audit import read_log
+from crawllib.testing.content import Route
 from crawllib.testing.payloads import big_body_chunks
 from crawllib.testing.special import HOSTS
 from crawllib.testing.truth import robots_rules
+from crawllib.testing.web import _plain
 
 SPEC = WebSpec(hosts=6, slow_seconds=0.5)
 
@@ -253,6 +255,151 @@ def test_content_types_and_charsets(web):
     assert "Crème" in meta.decode("iso-8859-1")
     assert b"\x00" in get(web, "brokenhtml.org", "/garbage.html")[2]
     assert hrefs_of(get(web, "brokenhtml.org", "/unclosed.html")[2]) == ["/after.html"]
+
+
+class HeadTags(HTMLParser):
+    """Every <meta name content>, <link rel href> and <a rel href> of a page, as served."""
+
+    def __init__(self):
+        super().__init__()
+        self.meta, self.link, self.a_rel, self.text = [], [], [], []
+        self.in_head, self.skip = False, 0
+
+    def handle_starttag(self, tag, attrs):
+        values = dict(attrs)
+        self.in_head |= tag == "head"
+        self.skip += tag in ("title", "nav", "footer")
+        if tag == "meta" and "name" in values:
+            self.meta.append((values["name"], values["content"], self.in_head))
+        if tag == "link":
+            self.link.append((values["rel"], values["href"], self.in_head))
+        if tag == "a" and "rel" in values:
+            self.a_rel.append((values["rel"], values["href"]))
+
+    def handle_endtag(self, tag):
+        self.in_head &= tag != "head"
+        self.skip -= tag in ("title", "nav", "footer")
+
+    def handle_data(self, data):
+        if not self.skip and not self.in_head:
+            self.text.append(data)
+
+
+def head_tags(body: bytes) -> HeadTags:
+    parser = HeadTags()
+    parser.feed(body.decode("utf-8"))
+    return parser
+
+
+DIRECTIVE_PAGES = {  # path: (meta tags, X-Robots-Tag lines, canonical href, hrefs beyond "/")
+    "/noindex.html": ([("robots", "noindex")], [], None, ["/noindex-child.html"]),
+    "/nofollow.html": ([("robots", "nofollow")], [], None, ["/nofollow-only.html"]),
+    "/agent-nofollow.html": ([("crawllib", "nofollow")], [], None, ["/agent-only.html"]),
+    "/other-agent.html": ([("otherbot", "noindex, nofollow")], [], None, ["/other-child.html"]),
+    "/header-noindex.html": ([], ["noindex"], None, []),
+    "/header-none.html": ([], ["none"], None, ["/header-only.html"]),
+    "/header-other.html": ([], ["otherbot: nofollow"], None, ["/header-other-child.html"]),
+    "/canonical.html": ([], [], "/canonical-target.html", []),
+    "/nofollow-canonical.html": (
+        [("robots", "nofollow")],
+        [],
+        "/nfc-target.html",
+        ["/nfc-only.html"],
+    ),
+    "/relnofollow.html": ([], [], None, ["/relnf-target.html"]),
+    "/noai.html": ([("robots", "noai, noimageai")], [], None, []),
+    "/tdm.html": ([("tdm-reservation", "1")], [], None, []),
+}
+DIRECTIVE_TARGETS = [
+    "/noindex-child.html",
+    "/nofollow-only.html",
+    "/agent-only.html",
+    "/other-child.html",
+    "/header-only.html",
+    "/header-other-child.html",
+    "/canonical-target.html",
+    "/nfc-target.html",
+    "/nfc-only.html",
+    "/relnf-target.html",
+]
+
+
+def test_directives_home_links_every_directive_page_and_no_target(web):
+    status, headers, body = get(web, "directives.org", "/")
+    assert status == 200 and headers["Content-Type"] == "text/html; charset=utf-8"
+    assert hrefs_of(body) == ["/", *DIRECTIVE_PAGES]
+    assert set(HOSTS["directives.org"]) == set(DIRECTIVE_PAGES) | set(DIRECTIVE_TARGETS)
+    robots = get(web, "directives.org", "/robots.txt")[2]
+    assert Protego.parse(robots.decode()).can_fetch(
+        "http://directives.org/nfc-only.html", "crawllib"
+    )
+
+
+def test_directives_pages_serve_their_meta_tags_headers_and_links(web):
+    for path, (meta, x_robots, canonical, links) in DIRECTIVE_PAGES.items():
+        status, headers, body = get(web, "directives.org", path)
+        assert status == 200 and headers["Content-Type"] == "text/html; charset=utf-8", path
+        tags = head_tags(body)
+        assert [(n, c) for n, c, in_head in tags.meta if in_head] == meta, path
+        assert [(n, c) for n, c, in_head in tags.meta if not in_head] == [], path
+        assert headers.get_all("X-Robots-Tag", []) == x_robots, path
+        want_link = [("canonical", canonical, True)] if canonical else []
+        assert tags.link == want_link, path
+        assert hrefs_of(body) == ["/", "/", *links], path
+        rel = [("nofollow", "/relnf-target.html")] if path == "/relnofollow.html" else []
+        assert tags.a_rel == rel, path
+        assert ("tdm-reservation" in headers) == (path == "/tdm.html"), path
+    assert get(web, "directives.org", "/tdm.html")[1]["tdm-reservation"] == "1"
+    for path in DIRECTIVE_TARGETS:
+        status, headers, body = get(web, "directives.org", path)
+        tags = head_tags(body)
+        assert status == 200 and not tags.meta and not tags.link and not tags.a_rel, path
+        assert "X-Robots-Tag" not in headers and hrefs_of(body) == ["/", "/"], path
+
+
+def test_directives_pages_are_distinct_articles_but_the_canonical_duplicate(web):
+    texts = {}
+    for path in [*DIRECTIVE_PAGES, *DIRECTIVE_TARGETS]:
+        body = get(web, "directives.org", path)[2]
+        texts[path] = " ".join(" ".join(head_tags(body).text).split())
+        assert len(texts[path].split()) >= 200, path
+    assert texts["/canonical.html"] == texts["/canonical-target.html"]
+    others = [t for p, t in texts.items() if p != "/canonical.html"]
+    assert len(set(others)) == len(others)
+    canonical, target = (
+        get(web, "directives.org", p)[2] for p in ("/canonical.html", "/canonical-target.html")
+    )
+    assert canonical.replace(b'<link rel="canonical" href="/canonical-target.html">', b"") == target
+
+
+def test_route_head_is_the_served_head_markup():
+    """What truth reads (Route.head) is what the page carries in <head>, and all of it."""
+    site = Site(SPEC)
+    heads = 0
+    for host, paths in HOSTS.items():
+        for path in ["/", *paths]:
+            route = site.route(host, path)
+            if not route.delivers_html or route.behaviour in ("big", "bomb"):
+                continue
+            body = route.render()
+            if route.head:
+                heads += 1
+                assert body[: body.index(b"</head>")].endswith(f"</title>{route.head}".encode()), (
+                    host,
+                    path,
+                )
+            for tag in ("<meta name=", "<link"):
+                assert body.count(tag.encode()) == route.head.count(tag), (host, path, tag)
+    assert heads == 8  # the directives.org pages with a meta tag or a canonical link
+
+
+def test_repeated_response_headers_are_sent_as_separate_lines():
+    route = Route(headers=(("X-Robots-Tag", "noindex"), ("X-Robots-Tag", "otherbot: nofollow")))
+    resp = _plain(route)
+    assert resp.headers.getall("X-Robots-Tag") == ["noindex", "otherbot: nofollow"]
+    assert resp.headers["Content-Type"] == "text/html; charset=utf-8"
+    typed = _plain(Route(content_type="text/plain", headers=(("Content-Type", "image/png"),)))
+    assert typed.headers.getall("Content-Type") == ["image/png"]
 
 
 def test_redirect_chain_and_loop(web):
