@@ -123,6 +123,16 @@ def _check_now(v: str) -> str | None:
     return None
 
 
+def _check_exclude(v: Iterable[str]) -> str | None:
+    from crawllib.exclusions import parse  # it imports this module
+
+    try:
+        parse(v, "crawl.exclude")
+    except ValueError as exc:
+        return f"exclusion rules such as domain:example.com ({exc})"
+    return None
+
+
 def parse_now(text: str) -> float | None:
     """``crawl.now`` as epoch seconds (a time without an offset is UTC); None when empty."""
     if not text:
@@ -170,6 +180,19 @@ class CrawlConfig:
         ),  # fmt: skip
         "URL path extensions never fetched (not HTML)",
     )
+    exclude: tuple[str, ...] = setting(
+        (),
+        "URLs never fetched, one rule each: domain:example.com (the registered domain and its "
+        "hosts), host:www.example.com (that host), prefix:https://example.com/private/ (URLs "
+        "starting so), regex:PATTERN (searched in the normalised URL; syntax Python and Java "
+        "share). See crawllib.exclusions",
+        _check_exclude,
+    )
+    exclude_file: str = setting(
+        "",
+        "more crawl.exclude rules, one per line ('#' comments): a local path, or any URI Spark "
+        "reads (s3a://bucket/key); empty: none",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,6 +210,29 @@ class GenerateConfig:
         0.5,
         "share of each host's max_per_host reserved for due revisits (the rest for new URLs); "
         "a kind that needs less leaves its room to the other",
+        lambda v: None if 0 <= v <= 1 else "a number from 0 to 1",
+    )
+    order: Literal["score", "depth"] = setting(
+        "score",
+        "which URLs of a host fill its quota first: score (highest crawldb.score, then "
+        "shallowest) or depth (breadth first)",
+    )
+    top_n: int = setting(
+        0,
+        "URLs planned per generation over all hosts, highest score first (0: no cap); "
+        "the rest wait for the next generation",
+        at_least(0),
+    )
+    seed_score: float = setting(1.0, "score of a seed URL", at_least(0))
+    internal_link_weight: float = setting(
+        0.25,
+        "share of a page's cash a link to its own host passes (a link to another host "
+        "passes all of it): in-links from other hosts count most",
+        lambda v: None if 0 <= v <= 1 else "a number from 0 to 1",
+    )
+    duplicate_link_weight: float = setting(
+        0.1,
+        "share of its cash a duplicate page passes to its links",
         lambda v: None if 0 <= v <= 1 else "a number from 0 to 1",
     )
 
@@ -389,6 +435,14 @@ class ParseConfig:
     )
     min_text_chars: int = setting(
         200, "shorter texts are not used for near-duplicate detection", at_least(0)
+    )
+    follow_rel_nofollow: bool = setting(
+        True, 'follow <a rel="nofollow"> links: nofollow asks search engines not to pass ranking'
+    )
+    follow_duplicate_links: bool = setting(
+        False,
+        "queue the links of exact duplicates (off: their links are another page's, already "
+        "queued from it)",
     )
 
 

@@ -44,7 +44,9 @@ S, L, I, T, D, B = (  # noqa: E741
     BooleanType(),
 )
 
-# URL scheduled for a generation. reason: crawllib.vocab.FrontierReason (seed, link, redirect).
+# URL scheduled for a generation. reason: crawllib.vocab.FrontierReason (seed, link, redirect,
+# sitemap). score: its priority when found (crawllib.transforms.priority): the cash its
+# linking pages passed it, generate.seed_score for a seed.
 FRONTIER = struct_of(
     ("gen", I),
     ("url", S),
@@ -55,6 +57,7 @@ FRONTIER = struct_of(
     ("source_url", S),
     ("reason", S),
     ("discovered_at", T),
+    ("score", D),
 )
 
 # Every known URL: the crawl's whole state. status: queued, fetched, redirected, gone, failed,
@@ -67,7 +70,9 @@ FRONTIER = struct_of(
 # it again; etag and last_modified, the validators of the stored version (conditional GET);
 # visits_changed / visits_unchanged: revisits whose text differed from / matched the stored
 # version (a 304 is unchanged); changed_at: the visit that found the stored version (its first
-# visit, or the last revisit that found the text changed).
+# visit, or the last revisit that found the text changed). score: the URL's priority, the cash
+# the pages linking to it have passed it so far (crawllib.transforms.priority); score_gen: the
+# last generation whose links added to it (a rerun of update adds nothing twice).
 CRAWLDB = struct_of(
     ("url_key", L),
     ("url", S),
@@ -92,6 +97,8 @@ CRAWLDB = struct_of(
     ("visits_changed", I),
     ("visits_unchanged", I),
     ("changed_at", T),
+    ("score", D),
+    ("score_gen", I),
 )
 
 # What plan chose for a generation: the fetch stage's input. slot: the politeness key value
@@ -166,10 +173,21 @@ EXTRACTED_TEXT: tuple[tuple[str, DataType], ...] = (
     ("content_hash", S),
     ("simhash", L),
 )
-EXTRACTED = struct_of(*EXTRACTED_TEXT, ("error", S), ("links", ArrayType(LINK)))
+# What a page asks of crawlers (crawllib.records.Directives): the robots directives that apply
+# to this crawler (meta robots, meta <agent>, X-Robots-Tag: "noindex", "nofollow", "noarchive",
+# "noai" ...), whether text-and-data-mining rights are reserved (TDMRep tdm-reservation, or
+# noai), and its <link rel=canonical> (or Link header) URL when that is another URL.
+PAGE_DIRECTIVES: tuple[tuple[str, DataType], ...] = (
+    ("directives", ArrayType(S)),
+    ("tdm_reserved", B),
+    ("canonical_url", S),
+)
+EXTRACTED = struct_of(*EXTRACTED_TEXT, ("error", S), *PAGE_DIRECTIVES, ("links", ArrayType(LINK)))
 
-# Extracted documents. duplicate_of: url_key of the first copy (exact or near), else null.
-# slice: the fetch slice of its page.
+# Extracted documents. duplicate_of: url_key of the first copy (exact or near), or of the
+# canonical URL the page names (duplicate_kind canonical), else null. A noindex page keeps no
+# text (text and title null, text_chars 0; its fingerprints stay, for revisits). slice: the
+# fetch slice of its page.
 TEXTS = struct_of(
     ("gen", I),
     ("slice", I),
@@ -180,6 +198,7 @@ TEXTS = struct_of(
     ("duplicate_of", L),
     ("duplicate_kind", S),
     ("error", S),
+    *PAGE_DIRECTIVES,
 )
 
 # Outbound links, one per (src_key, dst_key). slice: as in texts.

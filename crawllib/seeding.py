@@ -141,6 +141,7 @@ def seed(spark: SparkSession, root: str, path: str, cfg: Config, gen: int) -> Se
             source_url=F.lit(None),
             reason=F.lit(FrontierReason.SEED),
             discovered_at=F.current_timestamp(),
+            score=F.lit(cfg.generate.seed_score),
         )
     )
     # Frontier first, crawldb second: a crash in between leaves URLs that a rerun seeds again,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
@@ -243,10 +243,15 @@ def merge(
     update: Mapping[str, str] | None = None,
     insert: bool = True,
     update_condition: str | None = None,
+    also: Sequence[tuple[str, Mapping[str, str]]] = (),
+    insert_condition: str | None = None,
 ) -> None:
     """MERGE df into a table on keys (source deduplicated on them first).
 
-    update: column -> SQL expression over ``t`` (target) and ``s`` (source); None: no update.
+    update: column -> SQL expression over ``t`` (target) and ``s`` (source); None: no update;
+    ``also``: more (condition, update) clauses for matched rows, tried after it in order (the
+    first whose condition holds applies). insert: insert unmatched rows (those meeting
+    ``insert_condition``, when given).
     """
     lease.check_writable(root)
     keys = list(keys)
@@ -256,6 +261,8 @@ def merge(
     builder = target.alias("t").merge(source.alias("s"), condition)
     if update:
         builder = builder.whenMatchedUpdate(condition=update_condition, set=dict(update))
+    for clause, changes in also:
+        builder = builder.whenMatchedUpdate(condition=clause, set=dict(changes))
     if insert:
-        builder = builder.whenNotMatchedInsertAll()
+        builder = builder.whenNotMatchedInsertAll(condition=insert_condition)
     builder.execute()

@@ -44,6 +44,7 @@ class Status:
     QUEUED: Final = "queued"
     FETCHED: Final = "fetched"
     DUPLICATE: Final = "duplicate"
+    NOINDEX: Final = "noindex"  # fetched, but the page asks not to be indexed: no text kept
     REDIRECTED: Final = "redirected"
     GONE: Final = "gone"
     FAILED: Final = "failed"
@@ -57,7 +58,7 @@ class Status:
 PENDING_STATUSES: Final = (Status.QUEUED, Status.FAILED)
 # Statuses of URLs that hold a stored version: plan takes them again once next_fetch_at is
 # past (a revisit).
-REVISITED_STATUSES: Final = (Status.FETCHED, Status.DUPLICATE)
+REVISITED_STATUSES: Final = (Status.FETCHED, Status.DUPLICATE, Status.NOINDEX)
 
 
 class FilterReason:
@@ -67,6 +68,7 @@ class FilterReason:
     EXTENSION: Final = "extension"
     LENGTH: Final = "length"
     BUDGET: Final = "budget"
+    EXCLUDED: Final = "excluded"  # an operator's exclusion rule (crawl.exclude, exclude_file)
 
 
 class IntervalSource:
@@ -91,6 +93,14 @@ class DuplicateKind:
 
     EXACT: Final = "exact"
     NEAR: Final = "near"
+    CANONICAL: Final = "canonical"  # the page names another URL its canonical
+
+
+class Directive:
+    """Robots directives (``texts.directives``) the crawler acts on."""
+
+    NOINDEX: Final = "noindex"
+    NOFOLLOW: Final = "nofollow"
 
 
 class Record:

@@ -32,6 +32,8 @@ def test_config_overrides() -> list[str]:
         "network.resolve_only=true",
         "storage.min_slice_urls=1",  # tiny test crawls still commit in several slices
         "storage.min_slice_seconds=0",
+        # the test web's truth counts every page: a mirror's copies keep their links
+        "parse.follow_duplicate_links=true",
         # Tiny test tables: compiling generated code costs more than it saves (crawls keep it)
         'spark.conf={"spark.sql.codegen.wholeStage" = "false", '
         '"spark.sql.codegen.factoryMode" = "NO_CODEGEN"}',

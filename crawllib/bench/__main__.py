@@ -17,6 +17,7 @@ BENCHMARKS = {
     "fetch": "crawllib.bench.fetch",
     "memory": "crawllib.bench.memory",
     "recrawl": "crawllib.bench.recrawl",
+    "priority": "crawllib.bench.priority",
 }
 
 

@@ -331,7 +331,7 @@ class _Run:
         try:
             record["extracted"] = await self.loop.run_in_executor(
                 self.extractor,
-                extract_record,
+                functools.partial(extract_record, headers=record["headers"]),
                 record["body"],
                 record["url"] or "",
                 record["charset"],

@@ -3,7 +3,8 @@ this generation, instead of leaving them to the next.
 
 A link is followed when it stays in the page's politeness slot (same host; same registered
 domain with ``politeness.key = domain``), is within ``crawl.max_depth`` (the page's depth + 1),
-passes plan's URL rules (``crawl.skip_extensions``, ``crawl.max_url_length``), is not known,
+passes plan's URL rules (``crawl.skip_extensions``, ``crawl.max_url_length``, the operator's
+exclusions), is not known,
 and the slot has room left under its per-generation cap. "Known" is exact: the url_keys crawldb
 and this generation's fetches already hold for the slot (shipped with the slot's input, see
 ``crawllib.transforms.fetch.follow_inputs``), plus every key the task has queued itself. What
@@ -17,6 +18,7 @@ from array import array
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from crawllib import exclusions
 from crawllib.config import Config
 from crawllib.records import FetchRecord
 from crawllib.urls import registered_domain, url_extension
@@ -51,6 +53,8 @@ class Follower:
         self.max_depth = cfg.crawl.max_depth
         self.max_length = cfg.crawl.max_url_length
         self.skip = frozenset(e.lower() for e in cfg.crawl.skip_extensions)
+        # the fetch stage reads crawl.exclude_file on the driver (exclusions.inlined)
+        self.excluded = exclusions.load(cfg)
         self.room: dict[str, int] = {}
         self.known: dict[str, Known] = {}
         for row in inputs:
@@ -78,7 +82,7 @@ class Follower:
             if room <= 0:
                 break
             url, key, host = link["dst_url"], link["dst_key"], link["dst_host"]
-            if key in known or self.slot_of(host) != slot or not self._allowed(url):
+            if key in known or self.slot_of(host) != slot or not self._allowed(url, host):
                 continue
             known.add(key)
             room -= 1
@@ -95,6 +99,9 @@ class Follower:
         self.room[slot] = room
         return rows
 
-    def _allowed(self, url: str) -> bool:
+    def _allowed(self, url: str, host: str) -> bool:
         """plan's URL rules (crawllib.transforms.plan.with_filter_reason), depth aside."""
-        return len(url) <= self.max_length and url_extension(url) not in self.skip
+        if len(url) > self.max_length or url_extension(url) in self.skip:
+            return False
+        rules = self.excluded
+        return not rules or not rules.matches(url, host, registered_domain(host))

@@ -36,7 +36,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import progress, tables
+from crawllib import exclusions, progress, tables
 from crawllib.config import Config
 from crawllib.schemas import ROBOTS
 from crawllib.stages.base import StageResult, StageRun
@@ -125,7 +125,9 @@ def run(run: StageRun) -> FetchResult:
     A first run chained after plan (``run.previous``) lists the slices from plan's counts
     instead of querying the fetchlist.
     """
-    spark, root, cfg, gen = run.spark, run.root, run.cfg, run.gen
+    spark, root, gen = run.spark, run.root, run.gen
+    # crawl.exclude_file read once, here: the tasks' followers get its rules in the config
+    cfg = exclusions.inlined(run.cfg, spark)
     fetchlist = run.read("fetchlist").filter(F.col("gen") == gen)
     listing = (
         planned_slices(run.previous)

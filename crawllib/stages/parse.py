@@ -30,7 +30,9 @@ from crawllib.stages.base import StageResult, StageRun
 from crawllib.transforms.parse import (
     MARK_COLUMNS,
     extract_pages,
+    followed_links,
     links_table,
+    mark_canonical,
     mark_exact_duplicates,
     mark_near_duplicates,
     next_frontier,
@@ -38,7 +40,8 @@ from crawllib.transforms.parse import (
     texts_of,
     with_duplicate_marks,
 )
-from crawllib.vocab import DuplicateKind, FrontierReason, sql_list
+from crawllib.transforms.priority import link_cash, sources_of
+from crawllib.vocab import Directive, DuplicateKind, FrontierReason, sql_list
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +50,10 @@ log = logging.getLogger(__name__)
 class ParseResult(StageResult):
     """pages: pages of gen (= rows written to texts); extracted: the pages this run extracted
     (the rest the fetch did); texts: with non-empty text; extract_errors; exact_duplicates,
-    near_duplicates; links: rows of gen; new_frontier: frontier rows of gen + 1, reason link."""
+    near_duplicates, canonical_duplicates (pages naming another URL canonical); noindex,
+    nofollow: pages with that robots directive; tdm_reserved: pages reserving text and data
+    mining rights; links: rows of gen; new_frontier: frontier rows of gen + 1, reason link or
+    sitemap."""
 
     THROUGHPUT: ClassVar[str] = "pages"
 
@@ -57,6 +63,10 @@ class ParseResult(StageResult):
     extract_errors: int
     exact_duplicates: int
     near_duplicates: int
+    canonical_duplicates: int
+    noindex: int
+    nofollow: int
+    tdm_reserved: int
     links: int
     new_frontier: int
 
@@ -81,11 +91,16 @@ def run(run: StageRun) -> ParseResult:
             _write_links(run, extracted, keep_stored=not run.force)
         kept = stored.join(extracted.select("url_key"), "url_key", "left_anti")
         texts = kept.select(*TEXTS.fieldNames()).unionByName(texts_of(extracted))
-        texts_counts, links_counts = tables.in_parallel(
-            run.spark,
-            lambda: _write_texts(run, texts, replace, None if new else stored),
-            lambda: _write_frontier(run, pages.select("url_key", "depth"), sitemaps),
-        )
+        marks, cached = _duplicate_marks(run, texts)
+        try:
+            texts_counts, links_counts = tables.in_parallel(
+                run.spark,
+                lambda: _write_texts(run, texts, marks, replace, None if new else stored),
+                lambda: _write_frontier(run, pages, marks, sitemaps),
+            )
+        finally:
+            for df in cached:
+                df.unpersist()
     finally:
         extracted.unpersist()
     result = ParseResult(**texts_counts, extracted=new, **links_counts)
@@ -104,25 +119,27 @@ def _write_links(run: StageRun, extracted: DataFrame, keep_stored: bool) -> None
     tables.replace_where(links, run.root, "links", f"gen = {run.gen}")
 
 
-def _write_texts(
-    run: StageRun, texts: DataFrame, replace: bool, stored: DataFrame | None = None
-) -> dict[str, int]:
-    """texts of gen (``texts``: unmarked, or marked by an earlier run), duplicates marked
-    against earlier generations only; their counts. replace: the table may hold rows of gen
-    (the fetch's, an earlier run's), else they are appended. stored: given when ``texts`` are
-    exactly the stored rows of gen (parse extracted nothing): if nothing is marked now and
-    none of them is marked, they are already what would be written, and are not rewritten."""
-    gen, cfg = run.gen, run.cfg
-    prior = run.read("texts").where(F.col("gen") < gen)
-    unmarked = texts.withColumns(
+def _unmarked(texts: DataFrame) -> DataFrame:
+    return texts.withColumns(
         {"duplicate_of": F.lit(None).cast("long"), "duplicate_kind": F.lit(None).cast("string")}
     )
-    # Marked on MARK_COLUMNS only, then joined back to the rows: the text never goes through
-    # the duplicate joins or a cache of its own (column batches of page texts in a cache can
-    # run a local driver out of heap).
-    # Near-duplicate marking reads its input three times; keep the exact pass from rerunning.
+
+
+def _duplicate_marks(run: StageRun, texts: DataFrame) -> tuple[DataFrame, list[DataFrame]]:
+    """The duplicate marks of gen's texts (url_key, duplicate_of, duplicate_kind of the
+    duplicates), judged against earlier generations only, and the DataFrames cached for
+    them (the caller unpersists them once the texts and the frontier are written).
+
+    Marked on MARK_COLUMNS only, then joined back to the rows: the text never goes through
+    the duplicate joins or a cache of its own (column batches of page texts in a cache can
+    run a local driver out of heap). Near-duplicate marking reads its input three times; the
+    exact pass is cached so it runs once."""
+    cfg = run.cfg
+    prior = run.read("texts").where(F.col("gen") < run.gen)
     exact = (
-        unmarked.select(*MARK_COLUMNS)
+        _unmarked(texts)
+        .transform(mark_canonical)
+        .select(*MARK_COLUMNS)
         .transform(mark_exact_duplicates, prior)
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
@@ -134,43 +151,69 @@ def _write_texts(
         .select("url_key", "duplicate_of", "duplicate_kind")
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    marked = with_duplicate_marks(unmarked, marks)
-    try:
-        # Counted before the write, which then reads the marks the count cached. Not after:
-        # their plan reads the texts table, so once the write commits a new version the
-        # cached plan no longer matches and the count would rerun every duplicate join.
-        row = tables.one_row(
-            marked.agg(
-                F.count(F.lit(1)).alias("pages"),
-                F.count_if(F.col("text_chars") > 0).alias("texts"),
-                F.count_if(F.col("error").isNotNull()).alias("extract_errors"),
-                F.count_if(F.col("duplicate_kind") == DuplicateKind.EXACT).alias(
-                    "exact_duplicates"
-                ),
-                F.count_if(F.col("duplicate_kind") == DuplicateKind.NEAR).alias("near_duplicates"),
-            )
+    # Computed now, from the texts table as it is: the texts write and the frontier (two
+    # threads) then both read the cache, which the texts write's new version cannot stale.
+    marks.count()
+    return marks, [marks, exact]
+
+
+def _write_texts(
+    run: StageRun,
+    texts: DataFrame,
+    marks: DataFrame,
+    replace: bool,
+    stored: DataFrame | None = None,
+) -> dict[str, int]:
+    """texts of gen (``texts``: unmarked, or marked by an earlier run) with ``marks``
+    (:func:`_duplicate_marks`); their counts. replace: the table may hold rows of gen (the
+    fetch's, an earlier run's), else they are appended. stored: given when ``texts`` are
+    exactly the stored rows of gen (parse extracted nothing): if nothing is marked now and
+    none of them is marked, they are already what would be written, and are not rewritten."""
+    gen = run.gen
+    marked = with_duplicate_marks(_unmarked(texts), marks)
+    # Counted before the write, which then reads the marks the count cached. Not after:
+    # their plan reads the texts table, so once the write commits a new version the
+    # cached plan no longer matches and the count would rerun every duplicate join.
+    row = tables.one_row(
+        marked.agg(
+            F.count(F.lit(1)).alias("pages"),
+            F.count_if(F.col("text_chars") > 0).alias("texts"),
+            F.count_if(F.col("error").isNotNull()).alias("extract_errors"),
+            F.count_if(F.col("duplicate_kind") == DuplicateKind.EXACT).alias("exact_duplicates"),
+            F.count_if(F.col("duplicate_kind") == DuplicateKind.NEAR).alias("near_duplicates"),
+            F.count_if(F.col("duplicate_kind") == DuplicateKind.CANONICAL).alias(
+                "canonical_duplicates"
+            ),
+            *[
+                F.count_if(F.array_contains("directives", d)).alias(d)
+                for d in (Directive.NOINDEX, Directive.NOFOLLOW)
+            ],
+            F.count_if(F.col("tdm_reserved")).alias("tdm_reserved"),
         )
-        duplicates = int(row["exact_duplicates"] or 0) + int(row["near_duplicates"] or 0)
-        as_stored = (
-            stored is not None
-            and not duplicates
-            and stored.where(F.col("duplicate_of").isNotNull()).isEmpty()
-        )
-        if as_stored:
-            log.info("parse gen %d: no duplicates; the fetch's texts rows stay as they are", gen)
-        elif replace:
-            tables.replace_where(marked, run.root, "texts", f"gen = {gen}")
-        else:
-            tables.append(marked, run.root, "texts")
-    finally:
-        marks.unpersist()
-        exact.unpersist()
+    )
+    duplicates = sum(
+        int(row[k] or 0) for k in ("exact_duplicates", "near_duplicates", "canonical_duplicates")
+    )
+    as_stored = (
+        stored is not None
+        and not duplicates
+        and stored.where(F.col("duplicate_of").isNotNull()).isEmpty()
+    )
+    if as_stored:
+        log.info("parse gen %d: no duplicates; the fetch's texts rows stay as they are", gen)
+    elif replace:
+        tables.replace_where(marked, run.root, "texts", f"gen = {gen}")
+    else:
+        tables.append(marked, run.root, "texts")
     return {name: int(row[name] or 0) for name in row.asDict()}
 
 
-def _write_frontier(run: StageRun, depths: DataFrame, sitemaps: DataFrame) -> dict[str, int]:
-    """The frontier of gen + 1 from the links of gen (``depths``: url_key, depth of its
-    pages) and the URLs its sitemaps list; the counts of links and frontier rows."""
+def _write_frontier(
+    run: StageRun, pages: DataFrame, marks: DataFrame, sitemaps: DataFrame
+) -> dict[str, int]:
+    """The frontier of gen + 1 from the links of gen (``pages``: its pages rows; ``marks``:
+    its duplicates, which pass less cash) and the URLs its sitemaps list; the counts of links
+    and frontier rows."""
     gen = run.gen
     links = run.read("links").where(F.col("gen") == gen)
     reasons = sql_list([FrontierReason.LINK, FrontierReason.SITEMAP])
@@ -179,10 +222,20 @@ def _write_frontier(run: StageRun, depths: DataFrame, sitemaps: DataFrame) -> di
         return {"links": links.count(), "new_frontier": run.read("frontier").where(where).count()}
     links = links.persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        cfg = run.cfg
         fetched = run.read("fetches").where(F.col("gen") == gen).select("url_key")
-        known = run.read("crawldb").select("url_key").unionByName(fetched)
-        linked = next_frontier(links, depths, known, gen).persist(StorageLevel.MEMORY_AND_DISK)
-        listed = sitemap_frontier(sitemaps, known.unionByName(linked.select("url_key")), gen)
+        crawldb = run.read("crawldb")
+        known = crawldb.select("url_key").unionByName(fetched)
+        sources = pages.select("url_key", "host").join(marks, "url_key", "left")
+        followed = followed_links(links, marks, cfg)
+        cash = link_cash(followed, sources_of(sources, crawldb), cfg)
+        depths = pages.select("url_key", "depth")
+        linked = next_frontier(followed, depths, known, gen, cash).persist(
+            StorageLevel.MEMORY_AND_DISK
+        )
+        also_known = known.unionByName(linked.select("url_key"))
+        weight = cfg.generate.internal_link_weight
+        listed = sitemap_frontier(sitemaps, also_known, gen, weight)
         frontier = linked.unionByName(listed).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             run.replace_own(frontier, "frontier", where)

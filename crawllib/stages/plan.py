@@ -2,8 +2,9 @@
 
 Candidates are the new URLs of frontier gen N (deduped, not in crawldb) and the crawldb URLs due
 in N (status queued or failed, next_gen <= N). New URLs are inserted into crawldb (queued, or
-filtered with reason depth/extension/length/budget); known URLs past a budget become filtered
-(budget); URLs past the per-host cap of the generation, and those of slots the hosts table
+filtered with reason excluded/depth/extension/length/budget); known URLs past a budget, or
+matching an operator's exclusion (revisits too), become filtered (budget, excluded); URLs past the per-host cap or the generation's top_n (each host's quota and the
+top_n are filled highest score first: ``transforms.priority``), and those of slots the hosts table
 holds back (a Retry-After or a down host's cool-down not over, a Crawl-delay above the maximum:
 ``transforms.plan.held_slots``), stay as they are with next_gen = N + 1, without an attempt.
 The chosen URLs are the fetchlist of gen N. Chosen known URLs are not changed: fetch and update
@@ -16,7 +17,7 @@ plan, so whichever of the two a crash leaves out, the rerun is right: without th
 commit it starts from the same inputs; with it, it sees what a rerun after a complete run
 sees: no new URLs (all now in crawldb), the chosen URLs (queued, next_gen <= N, last_gen
 untouched), and not the ones it filtered or deferred (filtered, or next_gen = N + 1).
-Because every ranking (budgets, cap) is by the total order (depth, url_key), a chosen URL's
+Because every ranking (budgets, caps) is by one total order (generate.order), a chosen URL's
 rank among this subset is at most its rank among the first run's candidates and the attempted
 counts behind the budgets are unchanged (plan never sets last_gen); so the rerun chooses
 exactly the same URLs, writes the same fetchlist and skips the MERGE: it has nothing to change.
@@ -38,7 +39,7 @@ from typing import ClassVar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import generations, tables
+from crawllib import exclusions, generations, tables
 from crawllib.config import Config, parse_now
 from crawllib.schedule import revisits
 from crawllib.schemas import DNS
@@ -61,6 +62,7 @@ from crawllib.transforms.plan import (
     with_filter_reason,
     with_slot,
 )
+from crawllib.transforms.priority import score_order
 from crawllib.vocab import PENDING_STATUSES, REVISITED_STATUSES, Stage, sql_list
 
 log = logging.getLogger(__name__)
@@ -75,7 +77,8 @@ _MERGE_UPDATE = {c: f"s.{c}" for c in ("status", "reason", "next_gen", "updated_
 class PlanResult(StageResult):
     """candidates: URLs considered; planned: in the fetchlist; filtered_*: filtered now, by
     reason; deferred_cap: over the per-host cap, left for gen + 1; deferred_held: of slots the
-    hosts table holds back, left for gen + 1 without an attempt; hosts: hosts planned;
+    hosts table holds back, left for gen + 1 without an attempt; deferred_top_n: past
+    generate.top_n, left for gen + 1; hosts: hosts planned;
     revisits: planned URLs that have a stored version (due again, or retried); slices: the
     fetchlist's slices (0 .. slices - 1, none empty)."""
 
@@ -87,8 +90,10 @@ class PlanResult(StageResult):
     filtered_extension: int
     filtered_length: int
     filtered_budget: int
+    filtered_excluded: int
     deferred_cap: int
     deferred_held: int
+    deferred_top_n: int
     hosts: int
     revisits: int
     slices: int
@@ -107,7 +112,10 @@ def run(run: StageRun) -> PlanResult:
     as_of = clock_of(run)
     addresses = _addresses(run, frontier, crawldb, as_of)
     used = _budget_use(run, crawldb)
-    decided = plan_decisions(frontier, crawldb, cfg, gen, held, addresses, used, as_of).persist()
+    excluded = exclusions.load(cfg, spark)
+    decided = plan_decisions(
+        frontier, crawldb, cfg, gen, held, addresses, used, as_of, excluded
+    ).persist()
     try:
         # One action for the three one-row aggregates.
         row = tables.one_row(
@@ -126,7 +134,7 @@ def run(run: StageRun) -> PlanResult:
         known_changes = counts.pop("_known_changes")
         # Each slice costs a few commits: a small or short generation gets fewer, fuller slices.
         slices = slice_count(counts["planned"], busiest, cfg)
-        fetchlist = to_fetchlist(decided, gen, slices)
+        fetchlist = to_fetchlist(decided, gen, slices, score_order(cfg))
         # Slots are dealt round-robin over the slices: the busiest one fills min(slices, busiest).
         result = PlanResult(**counts, slices=min(slices, busiest))
         log.info("plan gen %d: %s", gen, result)
@@ -269,6 +277,7 @@ def has_work(spark: SparkSession, root: str, cfg: Config, gen: int) -> bool:
         if not free(due).isEmpty():
             return True
     frontier = tables.read(spark, root, "frontier").filter(F.col("gen") == gen)
-    plannable = with_filter_reason(frontier, cfg).where(F.col("filter_reason").isNull())
+    excluded = exclusions.load(cfg, spark)
+    plannable = with_filter_reason(frontier, cfg, excluded).where(F.col("filter_reason").isNull())
     new = plannable.join(crawldb.select("url_key"), on="url_key", how="left_anti")
     return not free(new).isEmpty()

@@ -16,16 +16,18 @@ from pyspark.sql import functions as F
 
 from crawllib import tables
 from crawllib.config import Config
-from crawllib.schemas import CRAWLDB
 from crawllib.stages.base import StageResult, StageRun
+from crawllib.transforms.parse import followed_links
+from crawllib.transforms.priority import link_cash, sources_of
 from crawllib.transforms.update import (
     SITEMAP_HINTS_GUARD,
     SITEMAP_HINTS_UPDATE,
     VISIT_COUNTS,
-    crawldb_update_guard,
+    crawldb_merge_clauses,
     crawldb_updates,
     followed_frontier,
     redirect_frontier,
+    score_updates,
     sitemap_hints,
     visit_counts,
 )
@@ -48,6 +50,7 @@ class UpdateResult(StageResult):
     urls: int
     fetched: int
     duplicate: int
+    noindex: int
     redirected: int
     gone: int
     failed: int
@@ -67,6 +70,7 @@ class UpdateResult(StageResult):
 _COUNTED_STATUS = {
     "fetched": Status.FETCHED,
     "duplicate": Status.DUPLICATE,
+    "noindex": Status.NOINDEX,
     "redirected": Status.REDIRECTED,
     "gone": Status.GONE,
     "failed": Status.FAILED,
@@ -124,22 +128,14 @@ def run(run: StageRun) -> UpdateResult:
     finally:
         followed.unpersist()
 
-    updates = crawldb_updates(
-        fetches,
-        texts,
-        crawldb,
-        gen,
-        cfg,
+    # The cash gen's pages passed their links (transforms.priority), added to the scores of
+    # the URLs crawldb holds in the same MERGE as the fetches (parse gave the new ones theirs).
+    links = followed_links(run.read("links").where(F.col("gen") == gen), texts, cfg)
+    cash = link_cash(links, sources_of(texts, crawldb), cfg)
+    updates = crawldb_updates(fetches, texts, crawldb, gen, cfg, cash=cash).unionByName(
+        score_updates(cash, fetches, gen)
     )
-    tables.merge(
-        spark,
-        updates,
-        root,
-        "crawldb",
-        keys=["url_key"],
-        update={f.name: f"s.{f.name}" for f in CRAWLDB.fields if f.name != "url_key"},
-        update_condition=crawldb_update_guard(gen),
-    )
+    tables.merge(spark, updates, root, "crawldb", keys=["url_key"], **crawldb_merge_clauses(gen))
 
     # What this generation's sitemaps say of pages with a stored version (one more MERGE, only
     # in a generation that read a sitemap listing URLs: at most once per robots.txt fetch of

@@ -1,5 +1,9 @@
 """Parse stage steps: pages -> extracted texts and links, duplicates, next generation's frontier.
 
+Canonicals. A page whose ``<link rel=canonical>`` (or Link header) names another URL is a
+duplicate of that URL (``duplicate_kind`` canonical), marked first; it is no first copy of
+anything.
+
 Duplicates. A text's *first copy* is the lowest ``(gen, url_key)`` among the texts (this
 generation's and every earlier one's) that carry the same content; ``duplicate_of`` is that
 page's ``url_key`` when it is another URL, else null (a URL fetched again with unchanged text
@@ -15,15 +19,13 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    StringType,
-)
+from pyspark.sql.types import LongType, StringType
 
 from crawllib.config import Config
 from crawllib.extract import extract_record
 from crawllib.records import Extracted
 from crawllib.schemas import EXTRACTED, FRONTIER, LINKS, TEXTS, columns_of
-from crawllib.urls import registered_domain
+from crawllib.urls import registered_domain, url_key
 from crawllib.vocab import DuplicateKind, FrontierReason
 
 _TEXT_FIELDS = [f.name for f in EXTRACTED.fields if f.name != "links"]
@@ -38,8 +40,10 @@ def extracted_struct(extracted: Extracted) -> tuple:
 
 
 def _extract_udf(cfg: Config) -> Any:
-    def extract(body: bytes | None, url: str, charset: str | None) -> tuple:
-        return extracted_struct(extract_record(body, url, charset, cfg))
+    def extract(
+        body: bytes | None, url: str, charset: str | None, headers: dict[str, str] | None
+    ) -> tuple:
+        return extracted_struct(extract_record(body, url, charset, cfg, headers=headers))
 
     return F.udf(extract, EXTRACTED)
 
@@ -47,19 +51,18 @@ def _extract_udf(cfg: Config) -> Any:
 def extract_pages(pages: DataFrame, cfg: Config) -> DataFrame:
     """Run `crawllib.extract.extract_page` on every page.
 
-    In: pages rows (gen, slice, url_key, url, host, depth, charset, body).
+    In: pages rows (gen, slice, url_key, url, host, depth, charset, headers, body).
     Out: gen, slice, url_key, url, host, depth, and the EXTRACTED fields: title, text,
     language, text_chars, content_hash, simhash, error, links (array<LINK>).
 
-    A plain Python UDF returning a struct: it ships only body, url and charset to Python (in
+    A plain Python UDF returning a struct: it ships only body, url, charset and headers to Python (in
     pickled batches of 100 rows, so memory stays bounded however big the bodies), keeps the
     DataFrame API, and costs little next to trafilatura itself (docs/benchmarks.md, measure
     3). (pandas and Arrow UDFs would need pyarrow, which the project does not depend on.)
     """
     extract = _extract_udf(cfg)
-    return pages.select(
-        *PAGE_KEYS, extract(F.col("body"), F.col("url"), F.col("charset")).alias("x")
-    ).select(*PAGE_KEYS, "x.*")
+    x = extract(F.col("body"), F.col("url"), F.col("charset"), F.col("headers"))
+    return pages.select(*PAGE_KEYS, x.alias("x")).select(*PAGE_KEYS, "x.*")
 
 
 # What identifies a page in its extracted rows.
@@ -105,9 +108,41 @@ def _first_copy_marks(joined: DataFrame, first: Column, kind: str, columns: list
     return joined.select(*[marked.get(name, F.col(name)).alias(name) for name in columns])
 
 
+def _not_canonical_duplicate() -> Column:
+    """A page that names another URL its canonical is no first copy of anything (else two
+    pages could each be the other's duplicate)."""
+    return ~F.col("duplicate_kind").eqNullSafe(F.lit(DuplicateKind.CANONICAL))
+
+
 def _has_text(texts: DataFrame) -> DataFrame:
     return texts.where(
-        F.col("error").isNull() & (F.col("text_chars") > 0) & F.col("content_hash").isNotNull()
+        F.col("error").isNull()
+        & (F.col("text_chars") > 0)
+        & F.col("content_hash").isNotNull()
+        & _not_canonical_duplicate()
+    )
+
+
+url_key_udf = F.udf(lambda url: None if url is None else url_key(url), LongType())
+
+
+def mark_canonical(texts: DataFrame) -> DataFrame:
+    """Mark the pages that name another URL their canonical (``canonical_url``, set by the
+    extraction only when it is another URL) duplicates of it: duplicate_of = its url_key,
+    duplicate_kind "canonical", before any exact or near mark (the site's own word wins).
+
+    In: texts columns (or at least canonical_url, duplicate_of, duplicate_kind). Out: the
+    same columns."""
+    named = F.col("canonical_url").isNotNull() & F.col("duplicate_of").isNull()
+    return texts.withColumns(
+        {
+            "duplicate_of": F.when(named, url_key_udf(F.col("canonical_url"))).otherwise(
+                F.col("duplicate_of")
+            ),
+            "duplicate_kind": F.when(named, F.lit(DuplicateKind.CANONICAL)).otherwise(
+                F.col("duplicate_kind")
+            ),
+        }
     )
 
 
@@ -176,6 +211,7 @@ def mark_near_duplicates(
             F.col("error").isNull()
             & F.col("simhash").isNotNull()
             & (F.col("text_chars") >= max(min_text_chars, 1))
+            & _not_canonical_duplicate()
         ).select("gen", "url_key", "simhash")
 
     new = eligible(texts_new.where(F.col("duplicate_of").isNull()))
@@ -233,13 +269,36 @@ def links_table(extracted: DataFrame) -> DataFrame:
     ).select(*columns_of(LINKS))
 
 
-def next_frontier(links: DataFrame, pages: DataFrame, known: DataFrame, gen: int) -> DataFrame:
+def followed_links(links: DataFrame, marks: DataFrame, cfg: Config) -> DataFrame:
+    """The links whose targets are queued and passed cash: all of them with
+    parse.follow_duplicate_links, else all but those of exact duplicates (the page they copy
+    has the same links, and is fetched).
+
+    In: links rows; marks (url_key, duplicate_kind) of the generation's pages. Out: links
+    rows."""
+    if cfg.parse.follow_duplicate_links:
+        return links
+    copies = marks.where(F.col("duplicate_kind") == DuplicateKind.EXACT).select(
+        F.col("url_key").alias("src_key")
+    )
+    return links.join(copies, "src_key", "left_anti")
+
+
+def next_frontier(
+    links: DataFrame,
+    pages: DataFrame,
+    known: DataFrame,
+    gen: int,
+    cash: DataFrame | None = None,
+) -> DataFrame:
     """Link targets not known -> frontier rows of generation gen + 1 (reason "link").
 
     In: links (src_key, src_url, dst_key, dst_url, dst_host), pages of gen (url_key, depth),
     known url_keys (crawldb's, and the URLs fetched in gen: those the fetch followed are not in
-    crawldb before update). Out: frontier columns; one row per dst_key; depth = the shallowest
-    source page's depth + 1; source_url = the smallest src_url among those shallowest sources.
+    crawldb before update); cash (dst_key, cash: crawllib.transforms.priority.link_cash).
+    Out: frontier columns; one row per dst_key; depth = the shallowest source page's depth + 1;
+    source_url = the smallest src_url among those shallowest sources; score = its cash (null
+    without ``cash``).
     """
     depths = pages.select(F.col("url_key").alias("src_key"), F.col("depth").alias("src_depth"))
     targets = (
@@ -252,6 +311,10 @@ def next_frontier(links: DataFrame, pages: DataFrame, known: DataFrame, gen: int
         )
     )
     new = targets.join(known.select(F.col("url_key").alias("dst_key")), "dst_key", "left_anti")
+    if cash is None:
+        new = new.withColumn("cash", F.lit(None).cast("double"))
+    else:
+        new = new.join(cash.select("dst_key", "cash"), "dst_key", "left")
     return new.select(
         *columns_of(
             FRONTIER,
@@ -264,26 +327,35 @@ def next_frontier(links: DataFrame, pages: DataFrame, known: DataFrame, gen: int
             source_url=F.col("source.src_url"),
             reason=F.lit(FrontierReason.LINK),
             discovered_at=F.current_timestamp(),
+            score=F.col("cash"),
         )
     )
 
 
-def sitemap_frontier(sitemaps: DataFrame, known: DataFrame, gen: int) -> DataFrame:
+def sitemap_frontier(
+    sitemaps: DataFrame, known: DataFrame, gen: int, link_weight: float = 1.0
+) -> DataFrame:
     """URLs the sitemaps of gen list that are not known -> frontier rows of gen + 1 (reason
     "sitemap", depth 1: one step from the site's root, like a link of its home page).
 
     In: sitemaps rows of gen (url, fetched_at, entries); known url_keys (as for
     :func:`next_frontier`, plus the link targets already in the next frontier). Out: frontier
     columns, one row per url_key: source_url = the smallest sitemap URL listing it,
-    discovered_at = that sitemap's fetch time (a rerun writes the same rows).
+    discovered_at = that sitemap's fetch time (a rerun writes the same rows), score = its
+    highest sitemap ``priority`` (0.5 when none says) times ``link_weight`` (plan passes
+    generate.internal_link_weight: a listing is the site's own link to the URL).
     """
     entries = sitemaps.select(
         F.col("url").alias("source_url"),
         F.col("fetched_at").alias("discovered_at"),
         F.explode("entries").alias("e"),
-    ).select("e.url_key", "e.url", "e.host", "source_url", "discovered_at")
+    ).select("e.url_key", "e.url", "e.host", "e.priority", "source_url", "discovered_at")
     first = F.min(F.struct("source_url", "discovered_at", "url", "host"))
-    listed = entries.groupBy("url_key").agg(first.alias("first")).select("url_key", "first.*")
+    listed = (
+        entries.groupBy("url_key")
+        .agg(first.alias("first"), F.max("priority").alias("priority"))
+        .select("url_key", "first.*", "priority")
+    )
     new = listed.join(known.select("url_key"), "url_key", "left_anti")
     return new.select(
         *columns_of(
@@ -292,5 +364,6 @@ def sitemap_frontier(sitemaps: DataFrame, known: DataFrame, gen: int) -> DataFra
             domain=registered_domain_udf(F.col("host")),
             depth=F.lit(1),
             reason=F.lit(FrontierReason.SITEMAP),
+            score=F.coalesce(F.col("priority"), F.lit(0.5)) * F.lit(link_weight),
         )
     )

@@ -10,8 +10,9 @@ and ``held`` (its slot is held back by the hosts table: :func:`held_slots`); ``s
 row's politeness key (:func:`with_slot`). The name is
 ``filter_reason`` rather than ``reason`` because crawldb already has a ``reason``.
 
-Every ranking is a total order, so a rerun decides the same way: (depth, url_key) for new
-URLs, (next_fetch_at, url_key) for revisits (most overdue first).
+Every ranking is a total order, so a rerun decides the same way: generate.order for new URLs
+(highest score, then depth, then url_key: :func:`crawllib.transforms.priority.score_order`),
+(next_fetch_at, then that order) for revisits (most overdue first).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from crawllib.config import Config
+from crawllib.exclusions import Exclusions
 from crawllib.schedule import revisits
 from crawllib.schemas import CRAWLDB, FETCHLIST, FRONTIER, HOSTS, columns_of
+from crawllib.transforms.priority import score_order
 from crawllib.vocab import (
     PENDING_STATUSES,
     REVISITED_STATUSES,
@@ -33,7 +36,7 @@ from crawllib.vocab import (
 
 _CRAWLDB_COLUMNS = [f.name for f in CRAWLDB.fields]
 CANDIDATE_COLUMNS = [*_CRAWLDB_COLUMNS, "is_new"]
-DECIDED_COLUMNS = [*CANDIDATE_COLUMNS, "slot", "filter_reason", "deferred", "held"]
+DECIDED_COLUMNS = [*CANDIDATE_COLUMNS, "slot", "filter_reason", "deferred", "held", "over_top"]
 
 
 def dedup_frontier(frontier: DataFrame) -> DataFrame:
@@ -128,14 +131,21 @@ def extension_of(url: Column) -> Column:
     return F.lower(F.regexp_extract(segment, r"^.+\.([^.]*)$", 1))
 
 
-def with_filter_reason(df: DataFrame, cfg: Config) -> DataFrame:
-    """Add ``filter_reason``: depth (> crawl.max_depth), extension (in crawl.skip_extensions),
-    length (> crawl.max_url_length), first match wins, else null. In: url, depth.
+def with_filter_reason(df: DataFrame, cfg: Config, excluded: Exclusions | None = None) -> DataFrame:
+    """Add ``filter_reason``: excluded (an operator's rule: ``excluded``, from
+    crawllib.exclusions.load), depth (> crawl.max_depth), extension (in
+    crawl.skip_extensions), length (> crawl.max_url_length), first match wins, else null.
+    In: url, host, domain, depth.
     """
     extension = extension_of(F.col("url"))
     skip = [e.lower() for e in cfg.crawl.skip_extensions]
+    rules = excluded or Exclusions()
     reason = (
-        F.when(F.col("depth") > cfg.crawl.max_depth, F.lit(FilterReason.DEPTH))
+        F.when(
+            rules.column(F.col("url"), F.col("host"), F.col("domain")),
+            F.lit(FilterReason.EXCLUDED),
+        )
+        .when(F.col("depth") > cfg.crawl.max_depth, F.lit(FilterReason.DEPTH))
         .when(extension.isin(*skip) if skip else F.lit(False), F.lit(FilterReason.EXTENSION))
         .when(F.length("url") > cfg.crawl.max_url_length, F.lit(FilterReason.LENGTH))
     )
@@ -183,14 +193,14 @@ def apply_budgets(candidates: DataFrame, used: Used, cfg: Config) -> DataFrame:
     A budget counts URLs, not attempts: URLs already attempted (``used``:
     :func:`attempted_in_crawldb` or :func:`attempted_in_hosts`) use it up and are never cut
     themselves (a retry is no new URL). Not-yet-attempted candidates without a filter_reason
-    take the rest in (depth, url_key) order, first per host, then per domain among those the
-    host budget let through.
-    In: url_key, host, domain, depth, last_gen, filter_reason. Out: same columns.
+    take the rest in generate.order (:func:`crawllib.transforms.priority.score_order`), first
+    per host, then per domain among those the host budget let through.
+    In: url_key, host, domain, depth, score, last_gen, filter_reason. Out: same columns.
     """
     by_host, by_domain = used
     columns = candidates.columns
     spends = F.col("filter_reason").isNull() & F.col("last_gen").isNull()
-    order = [F.col("depth").asc(), F.col("url_key").asc()]
+    order = score_order(cfg)
     host_rank = F.row_number().over(Window.partitionBy("_spends", "host").orderBy(*order))
     domain_rank = F.row_number().over(
         Window.partitionBy("_spends", "_over_host", "domain").orderBy(*order)
@@ -223,25 +233,46 @@ def apply_budgets(candidates: DataFrame, used: Used, cfg: Config) -> DataFrame:
     return df.select(columns)
 
 
-def cap_per_host(df: DataFrame, max_per_host: int, revisit_share: float = 0.0) -> DataFrame:
+def cap_per_host(
+    df: DataFrame,
+    max_per_host: int,
+    revisit_share: float = 0.0,
+    order: list[Column] | None = None,
+) -> DataFrame:
     """Add ``deferred``: true for rows past their host's share of max_per_host. Revisits
     (:func:`is_revisit`) have ``floor(max_per_host * revisit_share)`` places, most overdue
-    first (next_fetch_at, url_key); the other URLs the rest, in (depth, url_key) order; a kind
-    with fewer URLs than its places leaves them to the other. Rows with a filter_reason are not
-    ranked and never deferred.
-    In: url_key, host, depth, fetched_at, next_fetch_at, filter_reason. Out: + deferred.
+    first (next_fetch_at, then ``order``); the other URLs the rest, in ``order`` (default
+    (depth, url_key); plan passes generate.order's); a kind with fewer URLs than its places
+    leaves them to the other. Rows with a filter_reason are not ranked and never deferred.
+    In: url_key, host, depth, fetched_at, next_fetch_at, filter_reason (and what ``order``
+    reads). Out: + deferred.
     """
     eligible = F.col("filter_reason").isNull()
     revisit = is_revisit()
-    first = F.when(revisit, F.unix_micros(F.col("next_fetch_at"))).otherwise(F.col("depth"))
+    overdue = F.when(revisit, F.unix_micros(F.col("next_fetch_at")))
+    order = order or [F.col("depth").asc(), F.col("url_key").asc()]
     kind = Window.partitionBy(eligible, F.col("host"), revisit)
-    rank = F.row_number().over(kind.orderBy(first.asc(), F.col("url_key").asc()))
+    rank = F.row_number().over(kind.orderBy(overdue.asc(), *order))
     mine = F.count("*").over(kind)
     others = F.count("*").over(Window.partitionBy(eligible, F.col("host"))) - mine
     revisit_places = int(max_per_host * revisit_share)
     places = F.when(revisit, F.lit(revisit_places)).otherwise(F.lit(max_per_host - revisit_places))
     left_by_others = F.greatest(F.lit(0), F.lit(max_per_host) - places - others)
     return df.withColumn("deferred", eligible & (rank > places + left_by_others))
+
+
+def cap_generation(df: DataFrame, top_n: int, order: list[Column]) -> DataFrame:
+    """Add ``over_top``: planned rows (no filter_reason, not deferred) past the first
+    ``top_n`` of the whole generation in ``order`` (generate.top_n; 0: no cap); they are
+    ``deferred`` too. One ranking over all hosts: its planned rows meet in one task, which a
+    generation's size (millions of rows at most) allows.
+    In: filter_reason, deferred and what ``order`` reads. Out: + over_top."""
+    if top_n <= 0:
+        return df.withColumn("over_top", F.lit(False))
+    planned = is_planned()
+    rank = F.row_number().over(Window.partitionBy(planned).orderBy(*order))
+    over = planned & (rank > top_n)
+    return df.withColumns({"over_top": over, "deferred": F.col("deferred") | over})
 
 
 def held_slots(hosts: DataFrame, cfg: Config) -> DataFrame:
@@ -312,18 +343,18 @@ def candidate_hosts(
     return new.unionByName(known.select("host")).distinct()
 
 
-def with_slice(df: DataFrame, slices: int) -> DataFrame:
-    """Add ``slice``: the slot's URLs in (depth, url_key) order dealt round-robin over
+def with_slice(df: DataFrame, slices: int, order: list[Column] | None = None) -> DataFrame:
+    """Add ``slice``: the slot's URLs in ``order`` (default (depth, url_key); plan passes
+    generate.order's, so a slot's best URLs come in its first slices) dealt round-robin over
     ``slices`` slices, the same on every run.
 
     Every slice holds every slot (that has URLs enough), so each slice keeps all hosts in
     flight at once and lasts about 1/slices of the politeness-bound time: slices that held
     whole slots each would run one after the other, each as long as its busiest host.
-    In: slot, depth, url_key. Out: + slice (int).
+    In: slot, depth, url_key (and what ``order`` reads). Out: + slice (int).
     """
-    rank = F.row_number().over(
-        Window.partitionBy("slot").orderBy(F.col("depth").asc(), F.col("url_key").asc())
-    )
+    order = order or [F.col("depth").asc(), F.col("url_key").asc()]
+    rank = F.row_number().over(Window.partitionBy("slot").orderBy(*order))
     return df.withColumn("slice", F.pmod(rank - 1, F.lit(slices)).cast("int"))
 
 
@@ -336,15 +367,18 @@ def plan_decisions(
     addresses: DataFrame | None = None,
     used: Used | None = None,
     as_of: float | None = None,
+    excluded: Exclusions | None = None,
 ) -> DataFrame:
     """Candidates of ``gen`` with every decision: new frontier URLs (deduped, not in crawldb),
     due crawldb URLs and, when ``as_of`` (the generation's clock, epoch seconds) is given and
     recrawl.policy revisits, due revisits (:func:`due_revisits`); given their slot
-    (``addresses``: :func:`with_slot`), filtered (never a revisit: it was fetched under the
+    (``addresses``: :func:`with_slot`), filtered (``excluded``: the operator's exclusions,
+    which apply to revisits too; the other rules never to a revisit: it was fetched under the
     rules of its time), budgeted (``used``: the budgets' use, by default
-    :func:`attempted_in_crawldb`), capped (generate.revisit_share of each host's places kept
-    for revisits) and held (``held``: slots, :func:`held_slots`). In: frontier rows of gen,
-    crawldb. Out: DECIDED_COLUMNS.
+    :func:`attempted_in_crawldb`), capped per host (generate.revisit_share of each host's
+    places kept for revisits), held (``held``: slots, :func:`held_slots`) and capped per
+    generation (generate.top_n), in generate.order. In: frontier rows of gen, crawldb. Out:
+    DECIDED_COLUMNS.
     """
     new = frontier_as_crawldb_rows(new_candidates(dedup_frontier(frontier), crawldb), gen).select(
         CANDIDATE_COLUMNS
@@ -353,14 +387,22 @@ def plan_decisions(
     if as_of is not None and revisits(cfg.recrawl):
         known = known.unionByName(due_revisits(crawldb, gen, as_of))
     share = cfg.generate.revisit_share
+    order = score_order(cfg)
     return (
         new.unionByName(known.select(CANDIDATE_COLUMNS))
         .transform(lambda df: with_slot(df, cfg, addresses))
-        .transform(lambda df: with_filter_reason(df, cfg))
-        .withColumn("filter_reason", F.when(~is_revisit(), F.col("filter_reason")))
+        .transform(lambda df: with_filter_reason(df, cfg, excluded))
+        .withColumn(
+            "filter_reason",
+            F.when(
+                ~is_revisit() | (F.col("filter_reason") == FilterReason.EXCLUDED),
+                F.col("filter_reason"),
+            ),
+        )
         .transform(lambda df: apply_budgets(df, used or attempted_in_crawldb(crawldb), cfg))
-        .transform(lambda df: cap_per_host(df, cfg.generate.max_per_host, share))
+        .transform(lambda df: cap_per_host(df, cfg.generate.max_per_host, share, order))
         .transform(lambda df: hold(df, held))
+        .transform(lambda df: cap_generation(df, cfg.generate.top_n, order))
         .select(DECIDED_COLUMNS)
     )
 
@@ -388,15 +430,17 @@ def busiest_slot(decided: DataFrame) -> DataFrame:
     return per_slot.agg(F.coalesce(F.max("count"), F.lit(0)).alias("urls"))
 
 
-def to_fetchlist(decided: DataFrame, gen: int, slices: int) -> DataFrame:
+def to_fetchlist(
+    decided: DataFrame, gen: int, slices: int, order: list[Column] | None = None
+) -> DataFrame:
     """The chosen rows (no filter_reason, not deferred) as fetchlist rows of ``gen``, dealt
-    over ``slices`` slices (:func:`slice_count`).
+    over ``slices`` slices (:func:`slice_count`) in ``order`` (:func:`with_slice`).
 
     In: DECIDED_COLUMNS. Out: fetchlist columns.
     """
     return (
         decided.where(is_planned())
-        .transform(lambda df: with_slice(df, slices))
+        .transform(lambda df: with_slice(df, slices, order))
         .withColumn("gen", F.lit(gen))
         .select([f.name for f in FETCHLIST.fields])
     )
@@ -432,8 +476,9 @@ def is_changed() -> Column:
 
 
 def count_decisions(decided: DataFrame) -> DataFrame:
-    """One row of counts: candidates, planned, filtered_<reason>, deferred_cap, deferred_held,
-    hosts, revisits (planned URLs with a stored version).
+    """One row of counts: candidates, planned, filtered_<reason>, deferred_cap (per-host cap),
+    deferred_held, deferred_top_n (generate.top_n), hosts, revisits (planned URLs with a stored
+    version).
 
     In: DECIDED_COLUMNS. Out: one row, one long column per count.
     """
@@ -445,8 +490,9 @@ def count_decisions(decided: DataFrame) -> DataFrame:
             F.count_if(F.col("filter_reason") == r).alias(f"filtered_{r}")
             for r in words(FilterReason)
         ],
-        F.count_if(F.col("deferred") & ~F.col("held")).alias("deferred_cap"),
+        F.count_if(F.col("deferred") & ~F.col("held") & ~F.col("over_top")).alias("deferred_cap"),
         F.count_if(F.col("deferred") & F.col("held")).alias("deferred_held"),
+        F.count_if(F.col("over_top")).alias("deferred_top_n"),
         F.count_distinct(F.when(planned, F.col("host"))).alias("hosts"),
         F.count_if(planned & is_revisit()).alias("revisits"),
     )

@@ -3,7 +3,8 @@
 Status of a fetched URL, from its fetch outcome:
 
 =================================  ==========================================================
-ok                                 ``fetched``, or ``duplicate`` if texts.duplicate_of is set
+ok                                 ``noindex`` if the page asks it (texts.directives), else
+                                   ``duplicate`` if texts.duplicate_of is set, else ``fetched``
 redirect                           ``redirected`` (the target goes to the next frontier)
 http_error 4xx except 429, others  ``gone`` (reason ``http_<status>``)
 http_error 429 / 5xx, error        ``failed``: attempts + 1, retried at gen
@@ -32,6 +33,8 @@ Fetches written before it did ("robots_denied" with "robots_unavailable") count 
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -45,6 +48,7 @@ from crawllib.vocab import (
     PERMANENT_ERRORS,
     REVISITED_STATUSES,
     VISITED_OUTCOMES,
+    Directive,
     ErrorKind,
     FrontierReason,
     IntervalSource,
@@ -117,6 +121,7 @@ def crawldb_updates(
     gen: int,
     cfg: Config,
     updated_at: Column | None = None,
+    cash: DataFrame | None = None,
 ) -> DataFrame:
     """The crawldb row of every URL fetched in generation ``gen``, after the fetch.
 
@@ -125,7 +130,9 @@ def crawldb_updates(
     duplicate_kind, content_hash); crawldb (the state before the fetch: CRAWLDB columns). A
     URL missing from crawldb gets a fresh row (first_gen = gen, domain from its host). Retries
     follow fetch.max_attempts and fetch.retry_backoff_base, the schedule recrawl and
-    crawl.now. Out: CRAWLDB columns, one row per fetched url_key.
+    crawl.now; ``cash`` (dst_key, cash: :func:`crawllib.transforms.priority.link_cash` of
+    gen) is added to the score of the URLs it names (score_gen = gen). Out: CRAWLDB columns,
+    one row per fetched url_key.
     """
     updated_at = F.current_timestamp() if updated_at is None else updated_at
     texts = texts.select(
@@ -133,6 +140,7 @@ def crawldb_updates(
         "duplicate_of",
         "duplicate_kind",
         F.col("content_hash").alias("text_hash"),
+        F.array_contains(F.col("directives"), Directive.NOINDEX).alias("_noindex"),
     ).dropDuplicates(["url_key"])
     kept = [f.name for f in CRAWLDB.fields if f.name not in ("url_key", "url", "host")]
     before = crawldb.select("url_key", *[F.col(c).alias(f"old_{c}") for c in kept])
@@ -153,6 +161,15 @@ def crawldb_updates(
         .join(texts, on="url_key", how="left")
         .join(before, on="url_key", how="left")
     )
+    if cash is not None:
+        joined = joined.join(
+            cash.select(F.col("dst_key").alias("url_key"), F.col("cash").alias("_cash")),
+            on="url_key",
+            how="left",
+        )
+    else:
+        joined = joined.withColumn("_cash", F.lit(None).cast("double"))
+    passed = F.col("_cash").isNotNull()
     outcome, old = F.col("outcome"), F.col  # old("old_x"): crawldb's x before the fetch
     deferred = outcome == Outcome.DEFERRED
     not_modified = outcome == Outcome.NOT_MODIFIED
@@ -164,7 +181,8 @@ def crawldb_updates(
     retry_in = F.lit(cfg.fetch.retry_backoff_base) * F.pow(F.lit(2), attempts - 1).cast("int")
     max_attempts = cfg.fetch.max_attempts
     status = (
-        F.when((outcome == Outcome.OK) & F.col("duplicate_of").isNotNull(), Status.DUPLICATE)
+        F.when((outcome == Outcome.OK) & F.col("_noindex"), Status.NOINDEX)
+        .when((outcome == Outcome.OK) & F.col("duplicate_of").isNotNull(), Status.DUPLICATE)
         .when(outcome == Outcome.OK, Status.FETCHED)
         .when(not_modified & had_version, old("old_status"))
         .when(not_modified, Status.FETCHED)
@@ -215,7 +233,9 @@ def crawldb_updates(
         *columns_of(
             CRAWLDB,
             domain=F.coalesce(F.col("old_domain"), _domain_udf(F.col("host"))),
-            reason=F.when(is_status.isin(Status.FETCHED, Status.REDIRECTED), F.lit(None))
+            reason=F.when(
+                is_status.isin(Status.FETCHED, Status.NOINDEX, Status.REDIRECTED), F.lit(None)
+            )
             .when(not_modified | (deferred & had_version), F.col("old_reason"))
             .when(
                 is_status == Status.DUPLICATE,
@@ -253,8 +273,50 @@ def crawldb_updates(
             ),
             visits_changed=count(changed, "old_visits_changed"),
             visits_unchanged=count(unchanged, "old_visits_unchanged"),
+            score=F.when(
+                passed, F.coalesce(F.col("old_score"), F.lit(0.0)) + F.col("_cash")
+            ).otherwise(F.col("old_score")),
+            score_gen=F.when(passed, F.lit(gen)).otherwise(F.col("old_score_gen")),
         )
     )
+
+
+def score_updates(cash: DataFrame, fetched: DataFrame, gen: int) -> DataFrame:
+    """Rows that add a generation's cash to known URLs it did not fetch: url_key, score = the
+    cash, score_gen = gen, every other column null (status null tells them from
+    :func:`crawldb_updates` rows in the MERGE: :func:`crawldb_merge_clauses`).
+
+    In: cash (dst_key, cash); fetched (url_key of the URLs fetched in gen). Out: CRAWLDB
+    columns."""
+    rows = cash.select(F.col("dst_key").alias("url_key"), F.col("cash").alias("score"))
+    given = {"score_gen": F.lit(gen)}
+    blank = {f.name: F.lit(None) for f in CRAWLDB.fields if f.name not in ("url_key", "score")}
+    return rows.join(fetched.select("url_key"), "url_key", "left_anti").select(
+        *columns_of(CRAWLDB, **{**blank, **given})
+    )
+
+
+def crawldb_merge_clauses(gen: int) -> dict[str, Any]:
+    """The MERGE of :func:`crawldb_updates` and :func:`score_updates` rows (``s``) into
+    crawldb (``t``), as keyword arguments of ``crawllib.tables.merge``: a fetched URL's row
+    replaces crawldb's (:func:`crawldb_update_guard`) and is inserted when new; a score row
+    adds its cash to a known URL whose score has not had gen's yet (score_gen), and is never
+    inserted (a URL crawldb does not know is in the next frontier, with its cash)."""
+    fetched = "s.status IS NOT NULL"
+    adds = (
+        f"s.status IS NULL AND (t.score_gen IS NULL OR t.score_gen < {gen})",
+        {
+            "score": "coalesce(t.score, 0) + s.score",
+            "score_gen": "s.score_gen",
+            "updated_at": "current_timestamp()",
+        },
+    )
+    return {
+        "update": {f.name: f"s.{f.name}" for f in CRAWLDB.fields if f.name != "url_key"},
+        "update_condition": f"{fetched} AND {crawldb_update_guard(gen)}",
+        "also": [adds],
+        "insert_condition": fetched,
+    }
 
 
 VISIT_COUNTS = ("new", "revisited", "changed", "unchanged", "not_modified")
@@ -291,28 +353,32 @@ def crawldb_update_guard(gen: int) -> str:
 def redirect_frontier(fetches: DataFrame, crawldb: DataFrame, gen: int) -> DataFrame:
     """Frontier rows of gen + 1 for redirect targets not yet in crawldb.
 
-    In: fetches rows of gen (url, depth, outcome, redirect_to, fetched_at); crawldb (url_key).
-    Out: FRONTIER columns, reason "redirect", depth of the redirecting URL, one row per target
-    (the shallowest source, then the smallest source URL); discovered_at is the fetch time, so
-    a rerun writes the same rows.
+    In: fetches rows of gen (url_key, url, depth, outcome, redirect_to, fetched_at); crawldb
+    (url_key, score). Out: FRONTIER columns, reason "redirect", depth of the redirecting URL,
+    one row per target (the shallowest source, then the smallest source URL), score the
+    highest of its sources' (a redirect passes all of a URL's priority); discovered_at is the
+    fetch time, so a rerun writes the same rows.
     """
+    scores = crawldb.select("url_key", F.col("score").alias("_score"))
     targets = (
         fetches.filter((F.col("outcome") == Outcome.REDIRECT) & F.col("redirect_to").isNotNull())
+        .join(scores, on="url_key", how="left")
         .select(
             _redirect_target_udf(F.col("redirect_to")).alias("target"),
             F.col("url").alias("source_url"),
             "depth",
             F.col("fetched_at").alias("discovered_at"),
+            "_score",
         )
         .filter(F.col("target").isNotNull())
-        .select("target.*", "source_url", "depth", "discovered_at")
+        .select("target.*", "source_url", "depth", "discovered_at", "_score")
     )
     new = targets.join(crawldb.select("url_key"), on="url_key", how="left_anti")
     first = F.min(F.struct("depth", "source_url", "discovered_at", "url", "host", "domain"))
     return (
         new.groupBy("url_key")
-        .agg(first.alias("first"))
-        .select("url_key", "first.*")
+        .agg(first.alias("first"), F.max("_score").alias("score"))
+        .select("url_key", "first.*", "score")
         .select(*columns_of(FRONTIER, gen=F.lit(gen + 1), reason=F.lit(FrontierReason.REDIRECT)))
     )
 
@@ -324,7 +390,8 @@ def followed_frontier(fetches: DataFrame, frontier: DataFrame, gen: int) -> Data
     appending them again changes nothing.
 
     In: fetches rows of gen (url_key, url, host, depth, fetched_at, source_url); frontier rows
-    (gen, url_key). Out: FRONTIER columns.
+    (gen, url_key). Out: FRONTIER columns, score null (update adds the cash of their links
+    to their crawldb rows).
     """
     followed = fetches.where(F.col("source_url").isNotNull()).dropDuplicates(["url_key"])
     rows = followed.select(
@@ -334,6 +401,7 @@ def followed_frontier(fetches: DataFrame, frontier: DataFrame, gen: int) -> Data
             domain=_domain_udf(F.col("host")),
             reason=F.lit(FrontierReason.LINK),
             discovered_at=F.col("fetched_at"),
+            score=F.lit(None),
         )
     )
     held = frontier.where(F.col("gen") == gen).select("url_key")

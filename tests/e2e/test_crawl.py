@@ -16,10 +16,10 @@ from delta.tables import DeltaTable
 from crawllib import pipeline, tables
 from crawllib.errors import StageOrderError
 from crawllib.generations import STAGES
-from crawllib.testing import canonical_url, is_private_host
+from crawllib.testing import canonical_url, is_private_host, truth
 from crawllib.testing.audit import is_page_request
 from crawllib.testing.site import PRIVATE_LINKS
-from crawllib.urls import normalize_url
+from crawllib.urls import normalize_url, url_key
 from tests.e2e.conftest import DELAY, GENERATIONS, MAX_DEPTH
 
 pytestmark = pytest.mark.e2e
@@ -206,6 +206,47 @@ def test_mirrors_and_near_duplicates_point_at_the_first_copy(spark, crawl):
             {(None, None), (r["s_key"], "exact")},
             {(None, None), (r["m_key"], "exact")},
         ), r
+
+
+def test_robots_directives_canonicals_and_tdm_opt_outs_are_recorded(spark, crawl):
+    # directives.org: the pages whose links the truth does not follow (nofollow) are never
+    # requested (test_every_expected_page_is_fetched_exactly_once); here, what is recorded
+    expected = truth.expect(crawl["web"].site, MAX_DEPTH)
+    rows = {
+        r["url"]: r
+        for r in sql(
+            spark,
+            crawl["root"],
+            "SELECT t.url, t.text, t.title, t.text_chars, t.content_hash, t.directives, "
+            "t.tdm_reserved, t.canonical_url, t.duplicate_of, t.duplicate_kind, c.status, "
+            "c.reason FROM texts t JOIN crawldb c ON t.url_key = c.url_key "
+            "WHERE t.host = 'directives.org'",
+        )
+    }
+    on_host = {
+        u: d for u, d in expected.directives.items() if urlsplit(u).hostname == "directives.org"
+    }
+    noindex = {u for u, d in on_host.items() if d.noindex}
+    assert noindex == {u for u, r in rows.items() if r["status"] == "noindex"}
+    assert len(noindex) == 3
+    for url in noindex:  # no text kept, but the fingerprint that tells a change
+        r = rows[url]
+        assert (r["text"], r["title"], r["text_chars"]) == (None, None, 0)
+        assert r["content_hash"] and "noindex" in r["directives"]
+    reserved = {u for u, d in on_host.items() if d.tdm_reserved}
+    assert reserved == {u for u, r in rows.items() if r["tdm_reserved"]}
+    assert {"noai", "noimageai"} <= set(rows["http://directives.org/noai.html"]["directives"])
+    canonicals = {u: d.canonical for u, d in on_host.items() if d.canonical}
+    assert len(canonicals) == 2
+    for url, target in canonicals.items():
+        r = rows[url]
+        assert r["canonical_url"] == target
+        assert (r["duplicate_kind"], r["duplicate_of"]) == ("canonical", url_key(target))
+        assert (r["status"], r["reason"]) == ("duplicate", "canonical")
+        assert rows[target]["duplicate_of"] is None  # the canonical itself is the document
+    # a directive for another agent changes nothing
+    other = rows["http://directives.org/other-agent.html"]
+    assert (other["status"], other["directives"]) == ("fetched", [])
 
 
 def test_traps_are_stopped_by_depth(spark, crawl):

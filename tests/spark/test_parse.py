@@ -161,6 +161,9 @@ def extracted_df(spark, pages):
             "a.test",
             depth,
             *([None] * 7),
+            [],  # directives
+            False,  # tdm_reserved
+            None,  # canonical_url
             [(d, url_key(d), "b.test", a) for d, a in links],
         )
         for key, url, depth, links in pages
@@ -208,7 +211,10 @@ def test_links_table_and_next_frontier_goes_one_deeper(spark):
         "source_url string, reason string",
     )
     assert_df_equality(
-        frontier.drop("discovered_at"), expected, ignore_row_order=True, ignore_nullable=True
+        frontier.drop("discovered_at", "score"),
+        expected,
+        ignore_row_order=True,
+        ignore_nullable=True,
     )
 
 
@@ -297,6 +303,10 @@ def test_stage_writes_texts_links_frontier_and_is_idempotent(
         "extract_errors": 1,
         "exact_duplicates": 1,
         "near_duplicates": 0,
+        "canonical_duplicates": 0,
+        "noindex": 0,
+        "nofollow": 0,
+        "tdm_reserved": 0,
         "links": 8,  # a and its copy: /, b, new.test/n; b: /, a
         "new_frontier": 2,
     }

@@ -44,7 +44,7 @@ def frontier_df(spark, rows):
     """rows: (url_key, depth, source_url, discovered_at); the rest filled in."""
     return spark.createDataFrame(
         [
-            (0, f"http://h.test/{k}", k, "h.test", "h.test", d, src, "link", at)
+            (0, f"http://h.test/{k}", k, "h.test", "h.test", d, src, "link", at, None)
             for k, d, src, at in rows
         ],
         FRONTIER,
@@ -151,7 +151,8 @@ def test_with_filter_reason_depth_extension_length(spark, spark_cfg):
 
 
 BUDGET_SCHEMA = (
-    "url_key long, host string, domain string, depth int, last_gen int, filter_reason string"
+    "url_key long, host string, domain string, depth int, last_gen int, filter_reason string, "
+    "score double"
 )
 
 
@@ -180,13 +181,13 @@ def test_apply_budgets_per_host_then_per_domain(spark, spark_cfg, source):
         (30, "c.y.test", "y.test", 0, None),
     ]
     candidates = spark.createDataFrame(
-        [(*r, None) for r in rows] + [(22, "b.x.test", "x.test", 9, None, "depth")],
+        [(*r, None, None) for r in rows] + [(22, "b.x.test", "x.test", 9, None, "depth", None)],
         BUDGET_SCHEMA,
     )
     budget = {10, 12, 21}
     expected = spark.createDataFrame(
-        [(*r, "budget" if r[0] in budget else None) for r in rows]
-        + [(22, "b.x.test", "x.test", 9, None, "depth")],
+        [(*r, "budget" if r[0] in budget else None, None) for r in rows]
+        + [(22, "b.x.test", "x.test", 9, None, "depth", None)],
         BUDGET_SCHEMA,
     )
     assert_same(apply_budgets(candidates, used, cfg), expected)
@@ -309,11 +310,12 @@ def test_slice_count_keeps_slices_long_and_full_enough(spark_cfg):
 
 
 def add_frontier(spark, root, gen, rows):
-    """rows: (url, depth, source_url)."""
+    """rows: (url, depth, source_url) or (url, depth, source_url, score)."""
     data = [
-        (gen, u, url_key(u), host_of(u), registered_domain(host_of(u)), d, s, "link", T0)
-        for u, d, s in rows
+        (gen, u, url_key(u), host_of(u), registered_domain(host_of(u)), d, s, "link", T0, *score)
+        for u, d, s, *score in rows
     ]
+    data = [row if len(row) == 10 else (*row, None) for row in data]
     tables.append(spark.createDataFrame(data, FRONTIER), root, "frontier")
 
 
@@ -371,8 +373,10 @@ def test_plan_stage_writes_fetchlist_and_crawldb_and_reruns_identically(spark, p
         "filtered_extension": 1,
         "filtered_length": 1,
         "filtered_budget": 1,
+        "filtered_excluded": 0,
         "deferred_cap": 2,
         "deferred_held": 0,
+        "deferred_top_n": 0,
         "hosts": 3,
         "revisits": 0,
         "slices": counts.slices,

@@ -349,6 +349,7 @@ def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
         "urls": 23,
         "fetched": 5,  # a deferred revisit (34) stays fetched
         "duplicate": 2,
+        "noindex": 0,
         "redirected": 5,
         "gone": 2,
         "failed": 4,

@@ -75,6 +75,19 @@ def test_the_slots_room_caps_what_is_followed():
     assert sorted(fetches) == ["http://a.site1.net/", "http://a.site1.net/1"]
 
 
+def test_excluded_links_are_not_followed_from_the_rules_or_the_file(tmp_path):
+    rules = tmp_path / "exclude.txt"
+    rules.write_text("# never the second page\nprefix:http://a.site1.net/2\n")
+    with LocalWeb() as server:
+        site(server)
+        fetches, _ = run(
+            server, room=10, crawl__exclude=("regex:/3$",), crawl__exclude_file=str(rules)
+        )
+        paths = sorted(h.path_qs for h in server.hits_of("a.site1.net"))
+    assert sorted(fetches) == ["http://a.site1.net/", "http://a.site1.net/1"]
+    assert paths == ["/", "/1", "/robots.txt"]
+
+
 def test_nothing_is_followed_without_room_without_extraction_or_when_switched_off():
     for room, changes in ((0, {}), (10, {"fetch__extract": False}), (10, {"fetch__follow": False})):
         with LocalWeb() as server:
