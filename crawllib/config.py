@@ -237,6 +237,35 @@ class GenerateConfig:
     )
 
 
+def _check_allow(v: Iterable[str]) -> str | None:
+    from crawllib.traps import allowed_patterns
+
+    try:
+        allowed_patterns(tuple(v))
+    except ValueError as exc:
+        return f"'host pattern' lines as the traps table shows them ({exc})"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class TrapsConfig:
+    max_segment_repeats: int = setting(
+        2, "URLs whose path repeats one segment more often are filtered (trap_pattern)", at_least(1)
+    )
+    min_pages: int = setting(
+        20, "pages of one host's URL pattern fetched before plan may judge it a trap", at_least(1)
+    )
+    duplicate_share: float = setting(
+        0.8,
+        "a URL pattern whose pages are duplicates at least this often is a trap: its new URLs "
+        "are filtered (trap_pattern)",
+        lambda v: None if 0 < v <= 1 else "a number above 0, at most 1",
+    )
+    allow: tuple[str, ...] = setting(
+        (), "'host pattern' lines (as the traps table shows them) never judged traps", _check_allow
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class RecrawlConfig:
     policy: Literal["adaptive", "fixed", "never"] = setting(
@@ -493,6 +522,7 @@ class Config:
     crawl: CrawlConfig = dataclasses.field(default_factory=CrawlConfig)
     generate: GenerateConfig = dataclasses.field(default_factory=GenerateConfig)
     recrawl: RecrawlConfig = dataclasses.field(default_factory=RecrawlConfig)
+    traps: TrapsConfig = dataclasses.field(default_factory=TrapsConfig)
     politeness: PolitenessConfig = dataclasses.field(default_factory=PolitenessConfig)
     robots: RobotsConfig = dataclasses.field(default_factory=RobotsConfig)
     sitemaps: SitemapsConfig = dataclasses.field(default_factory=SitemapsConfig)

@@ -321,6 +321,18 @@ SITEMAPS = struct_of(
     ("out_of_scope", I),
 )
 
+# A URL pattern of a host (crawllib.traps.url_pattern): the pages fetched of it and how many
+# were duplicates (exact or near), over the whole crawl; gen: the last generation counted.
+TRAPS = struct_of(
+    ("host", S),
+    ("pattern", S),
+    ("pages", L),
+    ("duplicates", L),
+    ("first_gen", I),
+    ("gen", I),
+    ("updated_at", T),
+)
+
 TABLES: dict[str, tuple[StructType, list[str]]] = {
     "frontier": (FRONTIER, ["gen"]),
     "crawldb": (CRAWLDB, []),
@@ -333,5 +345,6 @@ TABLES: dict[str, tuple[StructType, list[str]]] = {
     "hosts": (HOSTS, []),
     "dns": (DNS, []),
     "sitemaps": (SITEMAPS, ["gen"]),
+    "traps": (TRAPS, []),
     "generations": (GENERATIONS, []),
 }

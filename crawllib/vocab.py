@@ -69,6 +69,7 @@ class FilterReason:
     LENGTH: Final = "length"
     BUDGET: Final = "budget"
     EXCLUDED: Final = "excluded"  # an operator's exclusion rule (crawl.exclude, exclude_file)
+    TRAP_PATTERN: Final = "trap_pattern"  # a URL-pattern trap (crawllib.traps)
 
 
 class IntervalSource:

@@ -3,15 +3,18 @@
 The fetch stage extracts its pages while it waits on politeness (``fetch.extract``) and writes
 their texts and links rows, per slice. Parse extracts, from the stored raw pages, only what the
 fetch did not (every page when ``fetch.extract`` is off; every page when forced: ``crawl parse
---force`` re-extracts without refetching), then does what needs the whole generation: exact
-and near-duplicate marks, and the next frontier (link targets not in crawldb).
+--force`` re-extracts without refetching), then does what needs the whole generation:
+canonical, exact and near-duplicate marks, the next frontier (link targets not in crawldb,
+with the cash their links passed: crawllib.transforms.priority) and the pages and duplicates
+of each URL pattern (the traps table: crawllib.traps).
 
 Idempotent: texts are replaced with ``replaceWhere gen = N`` (marks included), links likewise
 when parse extracted anything, and the frontier with ``replaceWhere gen = N + 1 AND reason =
 'link'`` (kept as it is once N + 1 is planned: StageRun.frontier_open). When parse extracts,
 links are written before texts: texts rows are what tells a rerun that a page is extracted.
 Duplicates are judged against texts of generations before N only, so rerunning N never sees
-its own previous output.
+its own previous output. The traps MERGE adds gen N's counts to a pattern only while its row
+has not counted N (``gen < N``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from crawllib.transforms.parse import (
     with_duplicate_marks,
 )
 from crawllib.transforms.priority import link_cash, sources_of
+from crawllib.traps import TRAPS_GUARD, TRAPS_UPDATE, pattern_counts, trapped_patterns
 from crawllib.vocab import Directive, DuplicateKind, FrontierReason, sql_list
 
 log = logging.getLogger(__name__)
@@ -53,7 +57,8 @@ class ParseResult(StageResult):
     near_duplicates, canonical_duplicates (pages naming another URL canonical); noindex,
     nofollow: pages with that robots directive; tdm_reserved: pages reserving text and data
     mining rights; links: rows of gen; new_frontier: frontier rows of gen + 1, reason link or
-    sitemap."""
+    sitemap; trap_patterns: URL patterns judged traps, after this generation's pages are
+    counted (crawllib.traps)."""
 
     THROUGHPUT: ClassVar[str] = "pages"
 
@@ -69,6 +74,7 @@ class ParseResult(StageResult):
     tdm_reserved: int
     links: int
     new_frontier: int
+    trap_patterns: int
 
 
 def run(run: StageRun) -> ParseResult:
@@ -93,17 +99,18 @@ def run(run: StageRun) -> ParseResult:
         texts = kept.select(*TEXTS.fieldNames()).unionByName(texts_of(extracted))
         marks, cached = _duplicate_marks(run, texts)
         try:
-            texts_counts, links_counts = tables.in_parallel(
+            texts_counts, links_counts, trap_counts = tables.in_parallel(
                 run.spark,
                 lambda: _write_texts(run, texts, marks, replace, None if new else stored),
                 lambda: _write_frontier(run, pages, marks, sitemaps),
+                lambda: _count_patterns(run, pages, marks),
             )
         finally:
             for df in cached:
                 df.unpersist()
     finally:
         extracted.unpersist()
-    result = ParseResult(**texts_counts, extracted=new, **links_counts)
+    result = ParseResult(**texts_counts, extracted=new, **links_counts, **trap_counts)
     log.info("parse gen %d: %s", run.gen, result)
     return result
 
@@ -206,6 +213,23 @@ def _write_texts(
     else:
         tables.append(marked, run.root, "texts")
     return {name: int(row[name] or 0) for name in row.asDict()}
+
+
+def _count_patterns(run: StageRun, pages: DataFrame, marks: DataFrame) -> dict[str, int]:
+    """Add gen's pages and duplicates per host and URL pattern to the traps table (once: a
+    rerun adds nothing), from which plan judges patterns traps (crawllib.traps); the count of
+    patterns judged traps now."""
+    counts = pattern_counts(pages, marks, run.gen)
+    tables.merge(
+        run.spark,
+        counts,
+        run.root,
+        "traps",
+        keys=["host", "pattern"],
+        update=TRAPS_UPDATE,
+        update_condition=TRAPS_GUARD,
+    )
+    return {"trap_patterns": trapped_patterns(run.read("traps"), run.cfg).count()}
 
 
 def _write_frontier(

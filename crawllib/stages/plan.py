@@ -63,6 +63,7 @@ from crawllib.transforms.plan import (
     with_slot,
 )
 from crawllib.transforms.priority import score_order
+from crawllib.traps import trapped_patterns
 from crawllib.vocab import PENDING_STATUSES, REVISITED_STATUSES, Stage, sql_list
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ class PlanResult(StageResult):
     filtered_length: int
     filtered_budget: int
     filtered_excluded: int
+    filtered_trap_pattern: int
     deferred_cap: int
     deferred_held: int
     deferred_top_n: int
@@ -113,8 +115,9 @@ def run(run: StageRun) -> PlanResult:
     addresses = _addresses(run, frontier, crawldb, as_of)
     used = _budget_use(run, crawldb)
     excluded = exclusions.load(cfg, spark)
+    trapped = _trapped(run)
     decided = plan_decisions(
-        frontier, crawldb, cfg, gen, held, addresses, used, as_of, excluded
+        frontier, crawldb, cfg, gen, held, addresses, used, as_of, excluded, trapped
     ).persist()
     try:
         # One action for the three one-row aggregates.
@@ -169,6 +172,14 @@ def run(run: StageRun) -> PlanResult:
     finally:
         decided.unpersist()
     return result
+
+
+def _trapped(run: StageRun) -> DataFrame | None:
+    """The URL patterns judged traps (crawllib.traps.trapped_patterns), read once; None on a
+    root without a traps table yet."""
+    if not tables.exists(run.spark, run.root, "traps"):
+        return None
+    return trapped_patterns(run.read("traps"), run.cfg)
 
 
 def clock_of(run: StageRun) -> float:

@@ -15,7 +15,8 @@ the hosts whose pages change with the clock (``live<i>.com``) are in :mod:`crawl
 | robotspattern.org | ``Disallow: /*.php$`` and ``Disallow: /*/drafts/`` | /index.php (denied), /index.php.html, /blog/drafts/1.html (denied), /drafts/1.html, /blog/post.html |
 | robotsagent.net | group ``crawllib``: ``Disallow: /nocrawllib/``; group ``*``: ``Disallow: /members/``; group ``otherbot``: ``Disallow: /`` | /public.html, /members/1.html, /nocrawllib/1.html |
 | robotsbig.org | 600 KiB robots.txt: ``Disallow: /early/`` first, ``Disallow: /late/`` after 600 KiB (ignored: beyond 500 KiB) | /ok.html, /early/1.html (denied), /late/1.html |
-| trapcalendar.com | endless calendar: /cal/Y/M links to the previous and next month | /cal/2026/11 (any /cal/Y/M, 1000 <= Y <= 9999) |
+| trapcalendar.com | endless calendar: /cal/Y/M links to the previous and next month; every month the same text but its heading (an empty calendar) | /cal/2026/11 (any /cal/Y/M, 1000 <= Y <= 9999) |
+| shopfacets.com | faceted search: /shop?color=C&page=P&size=S (3 colors, 3 sizes) links to every other color and size and to page P + 1, endlessly; the same products (text) on every page but the heading | /shop?color=red&page=1&size=s |
 | sessiontrap.net | session ids: every link carries ``?sid=<random per request>`` or ``;jsessionid=<random>``; the page ignores them | /item/1.html?sid=..., /item/2.html;jsessionid=... (/item/<n>.html links to n+1 and 2n) |
 | deeptrap.org | endless depth: /deep/a/ links to /deep/a/b/, then /deep/a/b/c/ ... (letters wrap after z) | /deep/a/ |
 | mirror.net | exact mirror of the first regular host (same bytes as site0.net for every path) | the same paths as site0.net |
@@ -330,4 +331,4 @@ def route(site: Site, host: str, path: str, query: str, nonce: str) -> Route | N
     if path == "/":
         linked = [p for p in paths if p not in HIDDEN] or traps.home_links(host, nonce)
         return simple_page(site.spec.seed, host, "/", linked, f"{host}: test web")
-    return traps.route(site.spec.seed, host, path, nonce)
+    return traps.route(site.spec.seed, host, path, nonce, query)

@@ -9,9 +9,18 @@ from __future__ import annotations
 import random
 import re
 
-from crawllib.testing.content import Route, article_html, paragraph, simple_page
+from crawllib.testing.content import Route, article_html, hrefs, paragraph, simple_page
 
-PATTERN_HOSTS = ("trapcalendar.com", "sessiontrap.net", "deeptrap.org", "mirror.net", "neardup.org")
+PATTERN_HOSTS = (
+    "trapcalendar.com",
+    "sessiontrap.net",
+    "deeptrap.org",
+    "mirror.net",
+    "neardup.org",
+    "shopfacets.com",
+)
+COLORS = ("red", "blue", "green")
+SIZES = ("s", "m", "l")
 NEAR_DUPS = 10
 _NATO = (
     "alpha",
@@ -37,10 +46,12 @@ def home_links(host: str, nonce: str) -> list[str]:
         return ["/deep/a/"]
     if host == "neardup.org":
         return [f"/v/{n}.html" for n in range(NEAR_DUPS)]
+    if host == "shopfacets.com":
+        return ["/shop?color=red&page=1&size=s"]
     return []
 
 
-def route(seed: int, host: str, path: str, nonce: str) -> Route | None:
+def route(seed: int, host: str, path: str, nonce: str, query: str = "") -> Route | None:
     if host == "trapcalendar.com":
         return _calendar(seed, host, path)
     if host == "sessiontrap.net":
@@ -59,6 +70,8 @@ def route(seed: int, host: str, path: str, nonce: str) -> Route | None:
     if host == "neardup.org":
         m = re.fullmatch(r"/v/([0-9])\.html", path)
         return _near_dup(seed, int(m.group(1))) if m else None
+    if host == "shopfacets.com" and path == "/shop":
+        return _facets(seed, host, query)
     return None
 
 
@@ -69,8 +82,36 @@ def _calendar(seed: int, host: str, path: str) -> Route | None:
     year, month = int(m.group(1)), int(m.group(2))
     prev = (year, month - 1) if month > 1 else (year - 1, 12)
     nxt = (year, month + 1) if month < 12 else (year + 1, 1)
-    links = [f"/cal/{y}/{mo}" for y, mo in (prev, nxt) if 1000 <= y <= 9999]
-    return simple_page(seed, host, path, ["/", *links], f"Events of {year}-{month:02d}")
+    # An empty month: the same text on every page (its links' targets differ, not their words)
+    body = [("/", "Home")]
+    for (y, mo), label in ((prev, "Previous month"), (nxt, "Next month")):
+        if 1000 <= y <= 9999:
+            body.append((f"/cal/{y}/{mo}", label))
+    return _listing(seed, host, body, "Events")
+
+
+def _listing(seed: int, host: str, body: list[tuple[str, str]], heading: str) -> Route:
+    """A page whose text is the same on every URL of the host: an empty calendar month, a
+    product listing under other filters (``body``: its links, href and anchor)."""
+
+    def render() -> bytes:
+        rng = random.Random(f"{seed}|listing|{host}")
+        return article_html(rng, host, heading, body, sections=1).encode()
+
+    return Route(links=hrefs(body), body=render)
+
+
+def _facets(seed: int, host: str, query: str) -> Route | None:
+    """shopfacets.com/shop?color=C&page=P&size=S: the same products whatever the filters;
+    links to every other color and size, and to the next page (pages never end)."""
+    m = re.fullmatch(r"color=([a-z]+)&page=([1-9][0-9]{0,8})&size=([a-z]+)", query)
+    if not m or m.group(1) not in COLORS or m.group(3) not in SIZES:
+        return None
+    color, page, size = m.group(1), int(m.group(2)), m.group(3)
+    body = [("/", "Home")]
+    body += [(f"/shop?color={c}&page=1&size={s}", f"{c}, size {s}") for c in COLORS for s in SIZES]
+    body.append((f"/shop?color={color}&page={page + 1}&size={size}", "Next page"))
+    return _listing(seed, host, body, "Products")
 
 
 def _near_dup(seed: int, n: int) -> Route:

@@ -25,6 +25,7 @@ from crawllib.exclusions import Exclusions
 from crawllib.schedule import revisits
 from crawllib.schemas import CRAWLDB, FETCHLIST, FRONTIER, HOSTS, columns_of
 from crawllib.transforms.priority import score_order
+from crawllib.traps import repeats_more_than, url_pattern_column
 from crawllib.vocab import (
     PENDING_STATUSES,
     REVISITED_STATUSES,
@@ -131,11 +132,35 @@ def extension_of(url: Column) -> Column:
     return F.lower(F.regexp_extract(segment, r"^.+\.([^.]*)$", 1))
 
 
+def filter_trapped(df: DataFrame, trapped: DataFrame | None) -> DataFrame:
+    """Set filter_reason trap_pattern on rows without one whose (host, URL pattern) is in
+    ``trapped`` (crawllib.traps.trapped_patterns). In: url, host, filter_reason. Out: same
+    columns."""
+    if trapped is None:
+        return df
+    marks = trapped.select(
+        F.col("host").alias("_trap_host"),
+        F.col("pattern").alias("_trap_pattern"),
+        F.lit(True).alias("_trapped"),
+    )
+    joined = df.withColumn("_pattern", url_pattern_column(F.col("url"))).join(
+        F.broadcast(marks),
+        (F.col("host") == F.col("_trap_host")) & (F.col("_pattern") == F.col("_trap_pattern")),
+        "left",
+    )
+    reason = F.when(
+        F.col("filter_reason").isNull() & F.col("_trapped").isNotNull(),
+        F.lit(FilterReason.TRAP_PATTERN),
+    ).otherwise(F.col("filter_reason"))
+    return joined.withColumn("filter_reason", reason).select(df.columns)
+
+
 def with_filter_reason(df: DataFrame, cfg: Config, excluded: Exclusions | None = None) -> DataFrame:
     """Add ``filter_reason``: excluded (an operator's rule: ``excluded``, from
     crawllib.exclusions.load), depth (> crawl.max_depth), extension (in
-    crawl.skip_extensions), length (> crawl.max_url_length), first match wins, else null.
-    In: url, host, domain, depth.
+    crawl.skip_extensions), length (> crawl.max_url_length), trap_pattern (a path segment
+    repeated more than traps.max_segment_repeats times: crawllib.traps), first match wins,
+    else null. In: url, host, domain, depth.
     """
     extension = extension_of(F.col("url"))
     skip = [e.lower() for e in cfg.crawl.skip_extensions]
@@ -148,6 +173,10 @@ def with_filter_reason(df: DataFrame, cfg: Config, excluded: Exclusions | None =
         .when(F.col("depth") > cfg.crawl.max_depth, F.lit(FilterReason.DEPTH))
         .when(extension.isin(*skip) if skip else F.lit(False), F.lit(FilterReason.EXTENSION))
         .when(F.length("url") > cfg.crawl.max_url_length, F.lit(FilterReason.LENGTH))
+        .when(
+            repeats_more_than(F.col("url"), cfg.traps.max_segment_repeats),
+            F.lit(FilterReason.TRAP_PATTERN),
+        )
     )
     return df.withColumn("filter_reason", reason.cast("string"))
 
@@ -368,13 +397,14 @@ def plan_decisions(
     used: Used | None = None,
     as_of: float | None = None,
     excluded: Exclusions | None = None,
+    trapped: DataFrame | None = None,
 ) -> DataFrame:
     """Candidates of ``gen`` with every decision: new frontier URLs (deduped, not in crawldb),
     due crawldb URLs and, when ``as_of`` (the generation's clock, epoch seconds) is given and
     recrawl.policy revisits, due revisits (:func:`due_revisits`); given their slot
     (``addresses``: :func:`with_slot`), filtered (``excluded``: the operator's exclusions,
     which apply to revisits too; the other rules never to a revisit: it was fetched under the
-    rules of its time), budgeted (``used``: the budgets' use, by default
+    rules of its time; ``trapped``: URL patterns judged traps), budgeted (``used``: the budgets' use, by default
     :func:`attempted_in_crawldb`), capped per host (generate.revisit_share of each host's
     places kept for revisits), held (``held``: slots, :func:`held_slots`) and capped per
     generation (generate.top_n), in generate.order. In: frontier rows of gen, crawldb. Out:
@@ -392,6 +422,7 @@ def plan_decisions(
         new.unionByName(known.select(CANDIDATE_COLUMNS))
         .transform(lambda df: with_slot(df, cfg, addresses))
         .transform(lambda df: with_filter_reason(df, cfg, excluded))
+        .transform(lambda df: filter_trapped(df, trapped))
         .withColumn(
             "filter_reason",
             F.when(

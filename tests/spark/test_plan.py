@@ -9,7 +9,7 @@ from chispa import assert_df_equality
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from crawllib import generations, pipeline, tables
+from crawllib import exclusions, generations, pipeline, tables
 from crawllib.config import replace
 from crawllib.schemas import CRAWLDB, FRONTIER
 from crawllib.seeding import seed
@@ -21,10 +21,12 @@ from crawllib.transforms.plan import (
     attempted_in_crawldb,
     attempted_in_hosts,
     cap_per_host,
+    count_decisions,
     dedup_frontier,
     extension_of,
     new_candidates,
     pending_from_crawldb,
+    plan_decisions,
     slice_count,
     with_filter_reason,
     with_slice,
@@ -668,3 +670,40 @@ def test_budgets_read_the_hosts_totals_filled_once_from_crawldb_on_an_older_root
     # plans by another key have slots that are not hosts: the totals are marked incomplete
     plan_stage.run(StageRun(spark, root, replace(cfg, politeness__key="domain"), 2))
     assert tables.property_of(spark, root, "hosts", tables.TOTALS_PROPERTY) is None
+
+
+def test_exclusions_filter_new_pending_and_revisited_urls(spark, spark_cfg, tmp_path):
+    rules = tmp_path / "exclude.txt"
+    rules.write_text("# the operator's list\nhost:b.test\nregex:/private/\n")
+    cfg = replace(
+        spark_cfg, crawl__exclude=("prefix:http://h.test/2",), crawl__exclude_file=str(rules)
+    )
+    frontier = frontier_df(spark, [(k, 1, None, T0) for k in (1, 2, 3)])  # http://h.test/<k>
+    crawldb = crawldb_df(
+        spark,
+        [
+            {"url_key": 10, "host": "b.test"},  # queued: excluded now
+            {"url_key": 11, "url": "http://c.test/private/x", "host": "c.test"},
+            {  # a revisit, due: excluded too (the other rules spare revisits)
+                "url_key": 12,
+                "host": "b.test",
+                "status": "fetched",
+                "depth": 9,
+                "fetched_at": T0,
+                "next_fetch_at": T0,
+            },
+        ],
+    )
+    decided = plan_decisions(
+        frontier, crawldb, cfg, 0, as_of=T1.timestamp(), excluded=exclusions.load(cfg, spark)
+    )
+    reasons = {r["url_key"]: r["filter_reason"] for r in decided.collect()}
+    assert reasons == {
+        1: None,
+        2: "excluded",
+        3: None,
+        10: "excluded",
+        11: "excluded",
+        12: "excluded",
+    }
+    assert count_decisions(decided).first()["filtered_excluded"] == 4

@@ -1,0 +1,64 @@
+"""URL-pattern traps end to end: an endless calendar and a faceted search whose pages say the
+same thing are stopped once their pattern has shown enough duplicates, with the reason in
+crawldb, the pattern in the traps table and the counts in plan's and parse's results."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from crawllib import generations, pipeline, tables
+from crawllib.config import replace
+from crawllib.testing import WebSpec, serve_in_thread
+
+pytestmark = pytest.mark.e2e
+
+MIN_PAGES = 6
+PER_GEN = 4
+SEEDS = (
+    "http://trapcalendar.com/cal/2026/11",
+    "http://shopfacets.com/shop?color=red&page=1&size=s",
+)
+PATTERNS = {("trapcalendar.com", "/cal/{n}/{n}"), ("shopfacets.com", "/shop?color&page&size")}
+
+
+def test_patterns_of_near_identical_pages_are_trapped_and_their_urls_filtered(
+    spark, spark_cfg, template_root, tmp_path
+):
+    with serve_in_thread(WebSpec(seed=5, hosts=0, special=True)) as web:
+        root = str(tmp_path / "crawl")
+        shutil.copytree(template_root, root)
+        seeds = tmp_path / "seeds.txt"
+        seeds.write_text("\n".join(SEEDS) + "\n")
+        cfg = replace(
+            spark_cfg,
+            network__resolve=web.resolve,
+            politeness__default_delay=0.05,
+            crawl__max_depth=100,  # only the trap rule can stop these
+            generate__max_per_host=PER_GEN,
+            traps__min_pages=MIN_PAGES,
+            sitemaps__enabled=False,
+        )
+        ran = pipeline.run_crawl(spark, root, cfg, str(seeds), generations_wanted=8)
+
+    assert len(ran) < 8  # the crawl ended: nothing left but trapped URLs
+    traps = {(r["host"], r["pattern"]): r for r in tables.read(spark, root, "traps").collect()}
+    for key in PATTERNS:
+        row = traps[key]
+        assert row["pages"] >= MIN_PAGES and row["duplicates"] >= 0.8 * row["pages"]
+    crawldb = tables.read(spark, root, "crawldb")
+    for host, _ in PATTERNS:
+        fetched = crawldb.where(f"host = '{host}' AND last_gen IS NOT NULL").count()
+        # a generation's pages are counted once it is parsed: one more generation may fetch
+        assert MIN_PAGES <= fetched <= MIN_PAGES + 2 * PER_GEN
+        trapped = crawldb.where(
+            f"host = '{host}' AND status = 'filtered' AND reason = 'trap_pattern'"
+        ).count()
+        assert trapped > 0
+    counts = [r for r in generations.read_rows(spark, root) if r.state == "done"]
+    plan = sum(r.counts.get("filtered_trap_pattern", 0) for r in counts if r.stage == "plan")
+    assert plan == crawldb.where("reason = 'trap_pattern'").count()
+    # the last generations plan nothing: their parse has no pages, and counts nothing
+    judged = [r.counts.get("trap_patterns", 0) for r in counts if r.stage == "parse"]
+    assert max(judged) == len(PATTERNS)
