@@ -437,6 +437,12 @@ class FetchConfig:
     retry_backoff_base: int = setting(
         1, "a URL failed n times is retried 2**(n-1) * base generations later", at_least(1)
     )
+    soft404_probe: bool = setting(
+        True,
+        "after a host's robots.txt is fetched afresh, request one random never-linked URL of "
+        "it, a polite request like any other, to learn how it answers a missing page "
+        "(soft-404 detection)",
+    )
 
 
 @dataclasses.dataclass(frozen=True)

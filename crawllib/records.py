@@ -1,9 +1,11 @@
 """The fetch engine's rows in and records out, declared once with their Python types.
 
 The engine (:mod:`crawllib.fetch`) takes :class:`FetchInput` rows and emits one
-:class:`FetchRecord` per row plus one :class:`RobotsRecord` per robots.txt it requested; the
-fetch stage's steps (:mod:`crawllib.transforms.fetch`) derive their Spark schema and select
-lists from these declarations and the tables of :mod:`crawllib.schemas`. A record is a plain
+:class:`FetchRecord` per row plus one :class:`RobotsRecord` per robots.txt it requested, one
+:class:`HostRecord` per slot, one :class:`SitemapRecord` per sitemap document and one
+:class:`ProbeRecord` per soft-404 probe; the fetch stage's steps
+(:mod:`crawllib.transforms.fetch`) derive their Spark schema and select lists from these
+declarations and the tables of :mod:`crawllib.schemas`. A record is a plain
 dict at run time. Pure Python: no aiohttp (Spark-side modules import this), no Spark.
 
 A key that is also a table column has that column's meaning; times are epoch seconds (the
@@ -134,7 +136,8 @@ class HostState(TypedDict):
 class HostRecord(TypedDict):
     """One slot's politeness at the end of an engine call: a row of the hosts table, less the
     columns the fetch stage adds (totals, generations, slice, updated_at). slice_urls: URLs
-    requested in this call, slice_pages: pages kept, slice_bytes: their body bytes,
+    requested in this call (its soft-404 probes included; robots.txt and sitemaps not),
+    slice_pages: pages kept, slice_bytes: their body bytes,
     slice_urls_tried: URLs given their first attempt (any outcome but deferred: what sets
     crawldb's last_gen); domain: the registered domain of its hosts (None if they differ);
     addresses: the server addresses its requests reached."""
@@ -188,7 +191,31 @@ class SitemapRecord(TypedDict):
     out_of_scope: int
 
 
-EngineRecord = FetchRecord | RobotsRecord | HostRecord | SitemapRecord
+class ProbeRecord(TypedDict):
+    """A host's answer to its soft-404 probe: one request for a URL no page links to
+    (``crawllib.vocab.probe_path``), made after the host's robots.txt was fetched in this call.
+
+    ``http_status``, ``error_kind``, ``redirect_to`` (the normalised Location: a redirect is
+    not followed) and ``content_type`` mean what they mean in a fetch record (a 404 has
+    error_kind None, a timeout no http_status). For an answer whose body a page would keep
+    (2xx, media type in fetch.content_types or none), ``text_chars``, ``content_hash`` and
+    ``simhash`` are its extraction's (:class:`Extracted`: the texts row's fingerprints); else
+    None. The body itself is not kept."""
+
+    record: Literal["probe"]
+    host: str
+    url: str
+    fetched_at: float
+    http_status: int | None
+    error_kind: str | None
+    redirect_to: str | None
+    content_type: str | None
+    text_chars: int | None
+    content_hash: str | None
+    simhash: int | None
+
+
+EngineRecord = FetchRecord | RobotsRecord | HostRecord | SitemapRecord | ProbeRecord
 
 
 def fields(declaration: type) -> dict[str, object]:

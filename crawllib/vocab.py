@@ -8,6 +8,7 @@ Pure Python: the fetch engine and the Spark code both import it.
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 
@@ -111,6 +112,28 @@ class Record:
     ROBOTS: Final = "robots"
     HOST: Final = "host"  # a slot's politeness state at the end of the call (the hosts table)
     SITEMAP: Final = "sitemap"  # a sitemap document fetched and read (the sitemaps table)
+    PROBE: Final = "probe"  # a host's answer to a URL no page links to (soft-404 detection)
+
+
+# The soft-404 probe's path (crawllib.fetch.engine): PROBE_PREFIX with the robots agent
+# (robots.agent), then PROBE_HEX random hex digits and ".html". No page links to it: what the
+# host answers is how it answers a missing page.
+PROBE_PREFIX: Final = "/{agent}-probe-"
+PROBE_HEX: Final = 16
+_PROBE_PATH = re.compile(
+    re.escape(PROBE_PREFIX).replace(re.escape("{agent}"), "[A-Za-z_-]+")
+    + f"[0-9a-f]{{{PROBE_HEX}}}\\.html"
+)
+
+
+def probe_path(agent: str, token: str) -> str:
+    """The probe's path for a robots agent and a token of PROBE_HEX hex digits."""
+    return PROBE_PREFIX.format(agent=agent) + token + ".html"
+
+
+def is_probe_path(path: str) -> bool:
+    """Whether a request path (no query) is a soft-404 probe's, for any agent."""
+    return _PROBE_PATH.fullmatch(path) is not None
 
 
 class DelaySource:

@@ -2,7 +2,8 @@
 
 ``fetch_rows(rows, cfg, robots_rows, now)`` (an iterator, for ``mapPartitions``) and
 ``fetch_async(rows, cfg, robots_rows, emit)`` (the coroutine it runs) fetch a batch of URLs
-politely and return one "fetch" record per URL plus one "robots" record per robots.txt fetched.
+politely and return one "fetch" record per URL plus one "robots" record per robots.txt fetched
+(and "host", "sitemap" and "probe" records).
 The records are declared in :mod:`crawllib.records`; :mod:`crawllib.fetch.engine` says what
 their outcomes mean.
 """

@@ -37,6 +37,21 @@ deferred     not attempted, fetch again later: "deadline" (fetch.deadline_second
              end (fetch.slice_grace_seconds after the time its busiest slot needs at the
              default delay), or a Retry-After is above fetch.retry_after_cap
 
+Sitemaps (:mod:`.sitemap_fetch`): after a host's robots.txt was fetched in this call and its
+rules apply, its slot fetches the sitemaps it lists, after its pages (:class:`SitemapRecord`,
+``record`` "sitemap", one per document).
+
+Soft-404 probe (``fetch.soft404_probe``): after a host's robots.txt was fetched in this call
+and its rules apply (robots_state ok), its slot requests one URL no page links to,
+``<scheme>://<host>[:port]`` of the host's first URL + :func:`crawllib.vocab.probe_path`
+(``/<robots.agent>-probe-<16 random hex>.html``), if robots.txt allows it: once its pages (and
+the links they led to) are done, before its sitemaps. It is a request of the slot like a page:
+its turn after the slot's delay, its address gate, the pages' limits and network safety, no
+redirect followed, never past the deadline nor when the slot is held (no request, no record).
+It counts in the host record's slice_urls, not in slice_urls_tried or slice_pages. Its answer
+is a :class:`ProbeRecord` (``record`` "probe"); a body a page would keep is extracted (always,
+fetch.extract or not) for its fingerprints (text_chars, content_hash, simhash), then dropped.
+
 Host records (:class:`HostRecord`, ``record`` "host"): one per slot at the end of the call, its
 politeness state for the hosts table. ``host_rows`` (:class:`HostState`) start the slots from
 the state an earlier call left; ``retried`` (a Spark task attempt after the first) treats every
@@ -52,6 +67,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import secrets
 import socket
 import time
 from collections import Counter, deque
@@ -60,6 +76,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from crawllib.config import Config
 from crawllib.extract import extract_record
@@ -75,17 +92,19 @@ from crawllib.fetch.follow import Follower
 from crawllib.fetch.robots_fetch import RobotsState, classify, fetch_robots, fresh_rows
 from crawllib.fetch.sitemap_fetch import fetch_sitemap, sitemap_urls
 from crawllib.fetch.slots import LoopClock, Slot
-from crawllib.records import EngineRecord, FetchRecord, HostRecord, HostState
+from crawllib.records import EngineRecord, FetchRecord, HostRecord, HostState, ProbeRecord
 from crawllib.robots import RobotsRules
 from crawllib.urls import host_of, registered_domain
 from crawllib.vocab import (
     HOST_DOWN_KINDS,
+    PROBE_HEX,
     DelaySource,
     ErrorKind,
     Outcome,
     Record,
     RobotsStatus,
     WaitReason,
+    probe_path,
 )
 
 log = logging.getLogger(__name__)
@@ -162,6 +181,8 @@ class _Run:
         # many it has been given (sitemaps.max_documents)
         self.sitemaps: dict[str, deque[tuple[str, str, RobotsRules]]] = {}
         self.sitemaps_given: Counter[str] = Counter()
+        # slot -> soft-404 probes to make after its pages: (host, probe URL)
+        self.probes: dict[str, list[tuple[str, str]]] = {}
 
     async def emit(self, record: EngineRecord) -> None:
         result = self._emit(record)
@@ -282,6 +303,7 @@ class _Run:
                     self.group.create_task(self._extract_and_emit(slot, record))
                 else:
                     await self.emit(record)
+            await self._probe(slot)
             await self._fetch_sitemaps(slot)
 
     def _queue_sitemaps(
@@ -324,6 +346,69 @@ class _Run:
                     self.sitemaps_given[host] += 1
                     queue.append((host, child, rules))
             await self.emit(record)
+
+    def _queue_probe(self, slot: Slot, host: str, url: str, rules: RobotsRules) -> None:
+        """After a fresh robots.txt of ``host`` whose rules apply: its soft-404 probe, on the
+        origin of ``url`` (the host's first URL), to make once the slot's pages are done; none
+        if robots.txt disallows its path."""
+        path = probe_path(self.cfg.robots.agent, secrets.token_hex(PROBE_HEX // 2))
+        probe = str(URL(url, encoded=True).origin().with_path(path))
+        if rules.allowed(probe):
+            self.probes.setdefault(slot.key, []).append((host, probe))
+
+    async def _probe(self, slot: Slot) -> None:
+        for host, url in self.probes.pop(slot.key, ()):
+            try:
+                record = await self._probe_one(slot, host, url)
+            except Exception:  # a bug in an optional request must not stop the others
+                log.exception("soft-404 probe %s failed inside the engine", url)
+                continue
+            if record is not None:
+                await self.emit(record)
+
+    async def _probe_one(self, slot: Slot, host: str, url: str) -> ProbeRecord | None:
+        """Request one probe URL as a page is requested; None when no request was made (the
+        deadline, a held slot, network safety)."""
+        if self.clock.time() >= self.deadline or self._held(slot) is not None:
+            return None
+        if self._precheck(url) is not None or not await slot.wait_turn(self.deadline):
+            return None
+        assert self.session is not None
+        async with self._address_gate(host):
+            fetched_at = self.now()
+            got = await fetch_url(self.session, url, self.limits, slot.sent)
+        self._after(slot, got)
+        if got.outcome == Outcome.BLOCKED:  # the resolved address is refused: nothing sent
+            return None
+        slot.attempted += 1
+        if got.ip:
+            slot.addresses.add(got.ip)
+        record: ProbeRecord = {
+            "record": Record.PROBE,
+            "host": host,
+            "url": url,
+            "fetched_at": fetched_at,
+            "http_status": got.http_status,
+            "error_kind": got.error_kind,
+            "redirect_to": got.redirect_to,
+            "content_type": got.content_type,
+            "text_chars": None,
+            "content_hash": None,
+            "simhash": None,
+        }
+        if got.outcome == Outcome.OK and got.body is not None:
+            extracted = await self.loop.run_in_executor(
+                self.extractor,
+                functools.partial(extract_record, headers=got.headers),
+                got.body,
+                url,
+                got.charset,
+                self.cfg,
+            )
+            record["text_chars"] = extracted["text_chars"]
+            record["content_hash"] = extracted["content_hash"]
+            record["simhash"] = extracted["simhash"]
+        return record
 
     async def _extract_and_emit(self, slot: Slot, record: FetchRecord) -> None:
         """Extract a fetched page in the extraction thread (the slot goes on meanwhile), queue
@@ -510,6 +595,8 @@ class _Run:
         fresh = not (state.deny_kind or state.down_kind or state.blocked_kind)
         if record is not None and fresh and self.cfg.sitemaps.enabled:
             self._queue_sitemaps(slot, host, url, record["sitemaps"], state.rules)
+        if record is not None and fresh and self.cfg.fetch.soft404_probe:
+            self._queue_probe(slot, host, url, state.rules)
         return state
 
     def _after(self, slot: Slot, got: Fetched) -> None:

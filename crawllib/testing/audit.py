@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from crawllib.testing.site import Site
 from crawllib.testing.truth import RobotsRules, canonical_url, expected_fetches, robots_rules
 from crawllib.testing.web import LogRecord
+from crawllib.vocab import is_probe_path
 
 GAP_TOLERANCE = 0.95  # a gap below delay × this is a violation (timer and clock granularity)
 
@@ -24,10 +25,11 @@ GAP_TOLERANCE = 0.95  # a gap below delay × this is a violation (timer and cloc
 @dataclass(frozen=True)
 class Audit:
     """expected: pages a correct crawl fetches (HTML 200); fetched: those of them the log shows
-    answered 200; missing = expected - fetched; requests: every request of the agent, robots.txt
-    included; twice: URLs requested more than once; robots_violations: requests robots.txt
-    disallows; overlaps: a request to a host while another to it was in flight; short_gaps:
-    consecutive request starts to one host less than delay apart (× GAP_TOLERANCE)."""
+    answered 200; missing = expected - fetched; requests: every request of the agent, robots.txt,
+    sitemaps and soft-404 probes included; twice: URLs requested more than once;
+    robots_violations: requests of pages and probes that robots.txt disallows; overlaps: a
+    request to a host while another to it was in flight; short_gaps: consecutive request starts
+    to one host less than delay apart (× GAP_TOLERANCE)."""
 
     expected: int
     fetched: int
@@ -66,10 +68,13 @@ def origin_form(target: str) -> str:
 
 def is_page_request(path_qs: str) -> bool:
     """Whether a request the crawler made was for a page: not robots.txt (nor the target of
-    robots.redirect.com's redirect, /rules/...) and not the /sitemap.xml a host's slot asks
-    for after a robots.txt that lists no sitemap."""
+    robots.redirect.com's redirect, /rules/...), not the /sitemap.xml a host's slot asks
+    for after a robots.txt that lists no sitemap, and not a soft-404 probe (a path no page
+    links to, ``crawllib.vocab.PROBE_PREFIX``: /<agent>-probe-<hex>.html)."""
     target = origin_form(path_qs)
-    return target not in ("/robots.txt", "/sitemap.xml") and not target.startswith("/rules/")
+    if target in ("/robots.txt", "/sitemap.xml") or target.startswith("/rules/"):
+        return False
+    return not is_probe_path(target.partition("?")[0])
 
 
 def audit(
@@ -91,12 +96,13 @@ def audit(
         by_host[r.host].append(r)
         target = origin_form(r.path_qs)
         counts[f"{r.host}{target}"] += 1
-        if not is_page_request(target):
+        probe = is_probe_path(target.partition("?")[0])
+        if not (probe or is_page_request(target)):
             continue
         if r.host not in rules:
             rules[r.host] = robots_rules(site, r.host, "crawllib")
         denied += not rules[r.host].allowed(target)
-        if r.status == 200:
+        if r.status == 200 and not probe:
             fetched.add(canonical_url(f"http://{r.host}{target}"))
     overlaps = short_gaps = 0
     for records in by_host.values():

@@ -34,6 +34,7 @@ from crawllib.records import (
     FetchRecord,
     HostRecord,
     HostState,
+    ProbeRecord,
     RobotsRecord,
     SitemapRecord,
     fields,
@@ -48,6 +49,7 @@ from crawllib.schemas import (
     PAGES,
     ROBOTS,
     SITEMAPS,
+    TEXTS,
     B,
     D,
     I,
@@ -114,17 +116,20 @@ ENGINE_ROBOTS = struct_of(*[(f.name, engine_type(f.dataType)) for f in ROBOTS.fi
 # A hosts row as the engine takes it (its ``host_rows``): the HostState keys, epoch seconds.
 ENGINE_HOSTS = struct_of(*[(k, engine_type(HOSTS[k].dataType)) for k in fields(HostState)])
 
-# One engine record, "fetch", "robots" or "host" (column ``record``): the keys of the three
-# declarations in crawllib.records, typed as their table columns (FETCHES, then PAGES; ROBOTS;
-# HOSTS). The keys they share (record, host, fetched_at, http_status, error_kind, crawl_delay)
-# are one column each; a robots record's ``body`` is ``robots_body`` (ROBOTS_RENAMED). A robots
-# record's ``outcome`` is set here, not by the engine: "new" (the host has no robots row yet)
-# or "refreshed" (its row had expired).
+# One engine record, "fetch", "robots", "host", "sitemap" or "probe" (column ``record``): the
+# keys of the five declarations in crawllib.records, typed as their table columns (FETCHES,
+# then PAGES; ROBOTS; HOSTS; SITEMAPS; FETCHES, then TEXTS). The keys they share (record, host,
+# url, fetched_at, http_status, error_kind, crawl_delay, ...) are one column each; a robots
+# record's ``body`` is ``robots_body`` (ROBOTS_RENAMED). A robots record's ``outcome`` is set
+# here, not by the engine: "new" (the host has no robots row yet) or "refreshed" (its row had
+# expired). text_chars, content_hash and simhash are a probe's only (a page's are in
+# ``extracted``).
 RESULT_SCHEMA = _merged(
     _result_columns(FetchRecord, (FETCHES, PAGES), {}),
     _result_columns(RobotsRecord, (ROBOTS,), ROBOTS_RENAMED),
     _result_columns(HostRecord, (HOSTS,), {}),
     _result_columns(SitemapRecord, (SITEMAPS,), {}),
+    _result_columns(ProbeRecord, (FETCHES, TEXTS), {}),
 )
 
 _CONVERT: dict[type, Callable[[Any], Any]] = {
@@ -492,6 +497,31 @@ def sitemaps_from_results(results: DataFrame, gen: int, slice_: int) -> DataFram
     """Sitemap records -> sitemaps rows of this slice."""
     return results.filter(F.col("record") == Record.SITEMAP).select(
         *_table_columns(SITEMAPS, gen=F.lit(gen), slice=F.lit(slice_))
+    )
+
+
+# The columns of a probe row, in ProbeRecord's order without ``record``: fetched_at a timestamp,
+# the others of RESULT_SCHEMA's types.
+PROBE_COLUMNS = tuple(k for k in fields(ProbeRecord) if k != "record")
+
+
+def probes_from_results(
+    results: DataFrame, gen: int | None = None, slice_: int | None = None
+) -> DataFrame:
+    """Probe records -> one row per soft-404 probe made: PROBE_COLUMNS (host, url, fetched_at
+    as a timestamp, http_status, error_kind, redirect_to, content_type, text_chars,
+    content_hash, simhash), led by gen and slice when they are given."""
+    lead = []
+    if gen is not None:
+        lead.append(F.lit(gen).alias("gen"))
+    if slice_ is not None:
+        lead.append(F.lit(slice_).alias("slice"))
+    return results.filter(F.col("record") == Record.PROBE).select(
+        *lead,
+        *[
+            F.timestamp_seconds(F.col(c)).alias(c) if c == "fetched_at" else F.col(c)
+            for c in PROBE_COLUMNS
+        ],
     )
 
 

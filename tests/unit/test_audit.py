@@ -4,7 +4,7 @@ robots.txt forbids, requests to one host too close together or overlapping."""
 from __future__ import annotations
 
 from crawllib.testing import WebSpec
-from crawllib.testing.audit import audit, read_log, write_log
+from crawllib.testing.audit import audit, is_page_request, read_log, write_log
 from crawllib.testing.site import Site
 from crawllib.testing.truth import canonical_url, expected_fetches
 from crawllib.testing.web import LogRecord
@@ -62,3 +62,19 @@ def test_a_log_survives_a_round_trip_through_a_file(tmp_path):
     path = str(tmp_path / "log.jsonl")
     write_log(path, polite_crawl())
     assert read_log(path) == polite_crawl()
+
+
+def test_a_soft404_probe_is_a_request_but_no_page():
+    probe = "/crawllib-probe-0123456789abcdef.html"
+    assert not is_page_request(probe) and not is_page_request(f"http://site0.net{probe}")
+    assert not is_page_request("/robots.txt") and not is_page_request("/sitemap.xml")
+    assert is_page_request("/p/0.html") and is_page_request("/crawllib-probe-x.html")
+    log = [*polite_crawl(), request(6.0, probe)]  # 200: a soft 404, yet no page fetched
+    found = audit(Site(SPEC), log, "crawllib/", max_depth=1, delay=1.0)
+    assert (found.expected, found.fetched, found.missing) == (5, 5, 0)
+    assert (found.requests, found.robots_violations) == (7, 0)
+    # and it is held to the host's politeness like any request
+    early = audit(
+        Site(SPEC), [*polite_crawl(), request(5.5, probe)], "crawllib/", max_depth=1, delay=1.0
+    )
+    assert early.short_gaps == 1

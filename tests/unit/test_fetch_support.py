@@ -34,11 +34,13 @@ class LocalWeb:
     ``addresses``: more loopback addresses to serve on, same port (all of 127.0.0.0/8 is local
     on Linux), so tests can give hosts distinct or shared server addresses (:meth:`resolve`).
 
-    Unregistered paths answer 200 HTML (robots.txt: 404). ``hits`` logs every request.
+    Unregistered paths answer with the host's :meth:`fallback` if it has one, else 200 HTML
+    (robots.txt: 404). ``hits`` logs every request.
     """
 
     def __init__(self, addresses: Iterable[str] = ("127.0.0.1",)) -> None:
         self.routes: dict[tuple[str, str], Handler] = {}
+        self.fallbacks: dict[str, Handler] = {}
         self.hits: list[Hit] = []
         self.loop = asyncio.new_event_loop()
         self.port = 0
@@ -46,6 +48,10 @@ class LocalWeb:
 
     def route(self, host: str, path: str, handler: Handler) -> None:
         self.routes[(host, path)] = handler
+
+    def fallback(self, host: str, handler: Handler) -> None:
+        """Answer every path of `host` without a route of its own (robots.txt included)."""
+        self.fallbacks[host] = handler
 
     def text(self, host: str, path: str, body: str, status: int = 200, **kw) -> None:
         async def handler(request: web.Request) -> web.Response:
@@ -59,7 +65,7 @@ class LocalWeb:
         hit = Hit(host, request.path_qs, time.monotonic(), address=(sockname or ("?",))[0])
         self.hits.append(hit)
         try:
-            handler = self.routes.get((host, request.path))
+            handler = self.routes.get((host, request.path)) or self.fallbacks.get(host)
             if handler is not None:
                 return await handler(request)
             if request.path == "/robots.txt":
@@ -131,9 +137,11 @@ class RawServer:
 
 def config(resolve: dict[str, str], **changes):
     """The default config with test timings, reaching only `resolve` (resolve_only on). No
-    sitemaps unless asked for (they add requests after each host's pages)."""
+    sitemaps and no soft-404 probes unless asked for (they add requests after each host's
+    pages)."""
     base = {
         "sitemaps__enabled": False,
+        "fetch__soft404_probe": False,
         "politeness__default_delay": 0.0,
         "politeness__jitter": 0.0,
         "fetch__connect_timeout": 2.0,

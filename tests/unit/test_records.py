@@ -33,12 +33,14 @@ from crawllib.fetch import fetch_rows
 from crawllib.fetch.client import Fetched
 from crawllib.fetch.robots_fetch import REDIRECT_DOWN_KINDS
 from crawllib.records import (
+    EngineRecord,
     Extracted,
     FetchInput,
     FetchRecord,
     HostRecord,
     HostState,
     Link,
+    ProbeRecord,
     RobotsRecord,
     SitemapRecord,
     fields,
@@ -58,6 +60,7 @@ from crawllib.schemas import (
 from crawllib.transforms.fetch import (
     ENGINE_INPUT,
     ENGINE_ROBOTS,
+    PROBE_COLUMNS,
     RESULT_SCHEMA,
     ROBOTS_RENAMED,
     engine_type,
@@ -145,10 +148,23 @@ def test_the_engine_input_is_fetchlist_columns():
 
 
 def test_record_kinds_are_the_vocabulary():
-    declarations = (FetchRecord, RobotsRecord, HostRecord, SitemapRecord)
+    declarations = (FetchRecord, RobotsRecord, HostRecord, SitemapRecord, ProbeRecord)
     kinds = [typing.get_args(fields(d)["record"]) for d in declarations]
-    assert kinds == [(Record.FETCH,), (Record.ROBOTS,), (Record.HOST,), (Record.SITEMAP,)]
-    assert words(Record) == (Record.FETCH, Record.ROBOTS, Record.HOST, Record.SITEMAP)
+    assert kinds == [(Record.FETCH,), (Record.ROBOTS,), (Record.HOST,), (Record.SITEMAP,),
+                     (Record.PROBE,)]  # fmt: skip
+    assert words(Record) == tuple(kind for (kind,) in kinds)
+    assert set(typing.get_args(EngineRecord)) == set(declarations)
+
+
+def test_a_probe_record_is_typed_as_a_fetches_row_and_a_texts_row():
+    """Its answer's keys are fetches columns, its fingerprints texts columns, so that Spark
+    compares them with the pages' texts rows as they are."""
+    for key, annotation in fields(ProbeRecord).items():
+        table = TEXTS if key in ("text_chars", "content_hash", "simhash") else FETCHES
+        if key != "record":
+            assert fits(annotation, table[key].dataType), key
+            assert RESULT_SCHEMA[key].dataType == engine_type(table[key].dataType), key
+    assert PROBE_COLUMNS == tuple(fields(ProbeRecord))[1:]
 
 
 def test_a_request_result_is_a_fetch_record_without_the_row_identity():
@@ -255,6 +271,7 @@ def test_a_real_run_emits_exactly_the_declared_records():
         cfg = config(
             {**server.resolve("a.test"), "down.test": f"127.0.0.1:{closed}"},
             fetch__max_urls_per_host=len(a_test) - 1,
+            fetch__soft404_probe=True,
             sitemaps__enabled=True,
         )
         revisit = {"etag": '"v1"', "attempts": 1}
@@ -264,7 +281,8 @@ def test_a_real_run_emits_exactly_the_declared_records():
     robots = [r for r in records if r["record"] == Record.ROBOTS]
     hosts = [r for r in records if r["record"] == Record.HOST]
     sitemaps = [r for r in records if r["record"] == Record.SITEMAP]
-    assert len(fetches) + len(robots) + len(hosts) + len(sitemaps) == len(records)
+    probes = [r for r in records if r["record"] == Record.PROBE]
+    assert len(fetches) + len(robots) + len(hosts) + len(sitemaps) + len(probes) == len(records)
     # a.test's robots.txt lists none: its /sitemap.xml, read after its pages
     (sitemap,) = sitemaps
     assert_record_is_declared(sitemap, SitemapRecord)
@@ -272,6 +290,12 @@ def test_a_real_run_emits_exactly_the_declared_records():
         ("http://a.test/new", 1767312000.0)
     ]
     assert sitemap["fetched_at"] > max(r["fetched_at"] for r in fetches)
+    # a.test's probe (down.test's robots.txt failed: none), after its pages, before its sitemap;
+    # the test server answers it 200 HTML: fingerprinted
+    (probe,) = probes
+    assert_record_is_declared(probe, ProbeRecord)
+    assert probe["host"] == "a.test" and probe["simhash"] is not None
+    assert max(r["fetched_at"] for r in fetches) < probe["fetched_at"] < sitemap["fetched_at"]
     assert sorted(r["slot"] for r in hosts) == ["a.test", "down.test"]  # one per slot
     for r in hosts:
         assert_record_is_declared(r, HostRecord)
