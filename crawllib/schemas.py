@@ -321,6 +321,24 @@ SITEMAPS = struct_of(
     ("out_of_scope", I),
 )
 
+# A soft-404 probe (crawllib.fetch.engine): one request, per host and robots.txt refresh, of a
+# URL no page links to, and what its answer's text is (the fingerprints of texts); a page whose
+# text is the probe's (parse) is a soft 404.
+PROBES = struct_of(
+    ("gen", I),
+    ("slice", I),
+    ("host", S),
+    ("url", S),
+    ("fetched_at", T),
+    ("http_status", I),
+    ("error_kind", S),
+    ("redirect_to", S),
+    ("content_type", S),
+    ("text_chars", I),
+    ("content_hash", S),
+    ("simhash", L),
+)
+
 # A URL pattern of a host (crawllib.traps.url_pattern): the pages fetched of it and how many
 # were duplicates (exact or near), over the whole crawl; gen: the last generation counted.
 TRAPS = struct_of(
@@ -346,5 +364,6 @@ TABLES: dict[str, tuple[StructType, list[str]]] = {
     "dns": (DNS, []),
     "sitemaps": (SITEMAPS, ["gen"]),
     "traps": (TRAPS, []),
+    "probes": (PROBES, ["gen"]),
     "generations": (GENERATIONS, []),
 }

@@ -95,7 +95,7 @@ def set_property(spark: SparkSession, root: str, name: str, key: str, value: str
 
 # Tables a crawl root made by an older crawllib may lack: the first command that writes
 # creates them (`require`), readers skip them until then (`register_views`).
-LATER_TABLES = frozenset({"hosts", "dns", "sitemaps", "traps"})
+LATER_TABLES = frozenset({"hosts", "dns", "sitemaps", "traps", "probes"})
 
 
 def exists(spark: SparkSession, root: str, name: str) -> bool:

@@ -93,9 +93,12 @@ def pattern_counts(pages: DataFrame, marks: DataFrame, gen: int) -> DataFrame:
     """A generation's pages counted per host and pattern: rows for the traps table.
 
     In: pages of gen (url_key, url, host); marks (url_key, duplicate_kind) of its duplicates.
-    Out: host, pattern, pages, duplicates (exact or near), first_gen = gen = ``gen``."""
+    Out: host, pattern, pages, duplicates (exact, near or soft 404), first_gen = gen =
+    ``gen``."""
     copies = marks.where(
-        F.col("duplicate_kind").isin(DuplicateKind.EXACT, DuplicateKind.NEAR)
+        F.col("duplicate_kind").isin(
+            DuplicateKind.EXACT, DuplicateKind.NEAR, DuplicateKind.SOFT_404
+        )
     ).select("url_key", F.lit(1).alias("_copy"))
     return (
         pages.select("url_key", "host", url_pattern_column(F.col("url")).alias("pattern"))

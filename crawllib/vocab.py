@@ -96,6 +96,12 @@ class DuplicateKind:
     EXACT: Final = "exact"
     NEAR: Final = "near"
     CANONICAL: Final = "canonical"  # the page names another URL its canonical
+    SOFT_404: Final = "soft_404"  # its text is its host's answer to a missing page (a probe)
+
+
+# Marks a page gets from what it or its host says, not from an earlier copy: such a page is
+# never the first copy of another.
+STATED_DUPLICATES: Final = (DuplicateKind.CANONICAL, DuplicateKind.SOFT_404)
 
 
 class Directive:

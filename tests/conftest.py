@@ -34,6 +34,9 @@ def test_config_overrides() -> list[str]:
         "storage.min_slice_seconds=0",
         # the test web's truth counts every page: a mirror's copies keep their links
         "parse.follow_duplicate_links=true",
+        # a soft-404 probe is one more request per host: the tests that count requests are
+        # about something else (tests/e2e/test_crawl.py turns it on)
+        "fetch.soft404_probe=false",
         # Tiny test tables: compiling generated code costs more than it saves (crawls keep it)
         'spark.conf={"spark.sql.codegen.wholeStage" = "false", '
         '"spark.sql.codegen.factoryMode" = "NO_CODEGEN"}',

@@ -52,6 +52,7 @@ from crawllib.transforms.fetch import (
     follow_inputs,
     hosts_from_results,
     pages_from_results,
+    probes_from_results,
     robots_from_results,
     sitemaps_from_results,
 )
@@ -192,7 +193,7 @@ def run(run: StageRun) -> FetchResult:
 
 
 # The tables a slice writes before its fetches rows commit it.
-SLICE_TABLES = ("pages", "texts", "links", "sitemaps")
+SLICE_TABLES = ("pages", "texts", "links", "sitemaps", "probes")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,7 +295,7 @@ def fetch_slice(
         started = time.monotonic()
         fetched: Counter[str] = Counter()
         robots_by: Counter[str] = Counter()
-        pages = extracted = followed = sitemaps = 0
+        pages = extracted = followed = sitemaps = probes = 0
         for row in (
             results.groupBy(
                 "record",
@@ -311,6 +312,11 @@ def fetch_slice(
                 continue
             if row["record"] == Record.SITEMAP:
                 sitemaps += row["count"]
+                continue
+            if row["record"] == Record.PROBE:
+                probes += row["count"]
+                continue
+            if row["record"] != Record.FETCH:  # a slot's politeness (hosts rows)
                 continue
             fetched[row["outcome"]] += row["count"]
             if row["outcome"] == Outcome.OK and row["page"]:  # the rows pages_from_results keeps
@@ -330,9 +336,11 @@ def fetch_slice(
             "texts": texts_of(pages_extracted),
             "links": links_table(pages_extracted),
             "sitemaps": sitemaps_from_results(results, gen, slice_),
+            "probes": probes_from_results(results, gen, slice_),
         }
         wrote = {"pages": True, "texts": bool(extracted), "links": bool(extracted)}
         wrote["sitemaps"] = bool(sitemaps)
+        wrote["probes"] = bool(probes)
 
         def writer(name: str) -> Callable[[], None]:
             def write() -> None:

@@ -38,6 +38,7 @@ from crawllib.transforms.parse import (
     mark_canonical,
     mark_exact_duplicates,
     mark_near_duplicates,
+    mark_soft_404,
     next_frontier,
     sitemap_frontier,
     texts_of,
@@ -54,7 +55,8 @@ log = logging.getLogger(__name__)
 class ParseResult(StageResult):
     """pages: pages of gen (= rows written to texts); extracted: the pages this run extracted
     (the rest the fetch did); texts: with non-empty text; extract_errors; exact_duplicates,
-    near_duplicates, canonical_duplicates (pages naming another URL canonical); noindex,
+    near_duplicates, canonical_duplicates (pages naming another URL canonical); soft_404
+    (pages whose text is their host's answer to a missing page: a probe's); noindex,
     nofollow: pages with that robots directive; tdm_reserved: pages reserving text and data
     mining rights; links: rows of gen; new_frontier: frontier rows of gen + 1, reason link or
     sitemap; trap_patterns: URL patterns judged traps, after this generation's pages are
@@ -69,6 +71,7 @@ class ParseResult(StageResult):
     exact_duplicates: int
     near_duplicates: int
     canonical_duplicates: int
+    soft_404: int
     noindex: int
     nofollow: int
     tdm_reserved: int
@@ -143,9 +146,11 @@ def _duplicate_marks(run: StageRun, texts: DataFrame) -> tuple[DataFrame, list[D
     exact pass is cached so it runs once."""
     cfg = run.cfg
     prior = run.read("texts").where(F.col("gen") < run.gen)
+    probes = run.read("probes").where(F.col("gen") <= run.gen)
     exact = (
         _unmarked(texts)
         .transform(mark_canonical)
+        .transform(mark_soft_404, probes, cfg.parse.near_dup_distance)
         .select(*MARK_COLUMNS)
         .transform(mark_exact_duplicates, prior)
         .persist(StorageLevel.MEMORY_AND_DISK)
@@ -191,6 +196,7 @@ def _write_texts(
             F.count_if(F.col("duplicate_kind") == DuplicateKind.CANONICAL).alias(
                 "canonical_duplicates"
             ),
+            F.count_if(F.col("duplicate_kind") == DuplicateKind.SOFT_404).alias("soft_404"),
             *[
                 F.count_if(F.array_contains("directives", d)).alias(d)
                 for d in (Directive.NOINDEX, Directive.NOFOLLOW)
@@ -199,7 +205,8 @@ def _write_texts(
         )
     )
     duplicates = sum(
-        int(row[k] or 0) for k in ("exact_duplicates", "near_duplicates", "canonical_duplicates")
+        int(row[k] or 0)
+        for k in ("exact_duplicates", "near_duplicates", "canonical_duplicates", "soft_404")
     )
     as_stored = (
         stored is not None

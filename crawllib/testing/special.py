@@ -23,7 +23,7 @@ the hosts whose pages change with the clock (``live<i>.com``) are in :mod:`crawl
 | neardup.org | near-duplicates: /v/<n>.html (n < 10) differ by one word and a date line | /v/0.html .. /v/9.html |
 | err500.com | 500 always | /broken.html |
 | flaky.net | 503 for the first ``WebSpec.flaky_failures`` (2) requests of the URL, then 200 | /flaky.html |
-| notfound.org | 404; soft 404 (200 with "Page not found") | /missing.html (404), /soft404.html (200) |
+| notfound.org | 404; soft 404: every path but /missing.html answers 200 with the same "Page not found" page | /missing.html (404), /soft404.html (200, a soft 404) |
 | ratelimit.com | 429 + ``Retry-After: 1``: on the first request only, or always | /limited.html (429 then 200), /always429.html |
 | slow.net | headers after ``slow_seconds`` (3 s); body trickled over ``slow_seconds`` | /slow.html, /trickle.html |
 | dropped.org | connection closed mid-body; closed before any status line | /drop.html, /drop-early.html |
@@ -140,6 +140,17 @@ def _attr(value: str) -> str:
     return html.escape(value, quote=True)
 
 
+def _not_found_page(site: Site, host: str) -> Route:
+    """notfound.org's answer to any path it has no page for: 200 and the same "Page not
+    found" page, whatever the path (a soft 404)."""
+
+    def render() -> bytes:
+        rng = random.Random(f"{site.spec.seed}|notfound|{host}")
+        return article_html(rng, host, "Page not found", [("/", "Home")], sections=1).encode()
+
+    return Route(links=hrefs([("/", "Home")]), body=render)
+
+
 def _pages(*paths: str) -> dict[str, Make]:
     return {p: _page() for p in paths}
 
@@ -227,7 +238,7 @@ HOSTS: dict[str, dict[str, Make]] = {
     "flaky.net": {"/flaky.html": _behaviour("flaky")},
     "notfound.org": {
         "/missing.html": _status(404),
-        "/soft404.html": _page(heading="Page not found"),
+        "/soft404.html": lambda site, host, path: _not_found_page(site, host),
     },
     "ratelimit.com": {
         "/limited.html": _behaviour("first429"),
@@ -331,4 +342,6 @@ def route(site: Site, host: str, path: str, query: str, nonce: str) -> Route | N
     if path == "/":
         linked = [p for p in paths if p not in HIDDEN] or traps.home_links(host, nonce)
         return simple_page(site.spec.seed, host, "/", linked, f"{host}: test web")
+    if host == "notfound.org":
+        return _not_found_page(site, host)
     return traps.route(site.spec.seed, host, path, nonce, query)

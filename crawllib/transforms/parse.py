@@ -26,7 +26,7 @@ from crawllib.extract import extract_record
 from crawllib.records import Extracted
 from crawllib.schemas import EXTRACTED, FRONTIER, LINKS, TEXTS, columns_of
 from crawllib.urls import registered_domain, url_key
-from crawllib.vocab import DuplicateKind, FrontierReason
+from crawllib.vocab import STATED_DUPLICATES, DuplicateKind, FrontierReason
 
 _TEXT_FIELDS = [f.name for f in EXTRACTED.fields if f.name != "links"]
 
@@ -109,9 +109,9 @@ def _first_copy_marks(joined: DataFrame, first: Column, kind: str, columns: list
 
 
 def _not_canonical_duplicate() -> Column:
-    """A page that names another URL its canonical is no first copy of anything (else two
-    pages could each be the other's duplicate)."""
-    return ~F.col("duplicate_kind").eqNullSafe(F.lit(DuplicateKind.CANONICAL))
+    """A page that names another URL its canonical, or a soft 404, is no first copy of
+    anything (else two pages could each be the other's duplicate)."""
+    return F.coalesce(~F.col("duplicate_kind").isin(*STATED_DUPLICATES), F.lit(True))
 
 
 def _has_text(texts: DataFrame) -> DataFrame:
@@ -124,6 +124,44 @@ def _has_text(texts: DataFrame) -> DataFrame:
 
 
 url_key_udf = F.udf(lambda url: None if url is None else url_key(url), LongType())
+
+
+def mark_soft_404(texts: DataFrame, probes: DataFrame, k: int) -> DataFrame:
+    """Mark soft 404s: pages whose text is their host's answer to a URL no page links to (its
+    latest soft-404 probe answered 2xx with a text: crawllib.fetch.engine), the same text
+    (content_hash) or within SimHash distance ``k``; duplicate_of = the probe URL's url_key,
+    duplicate_kind "soft_404". Rows already marked keep their mark.
+
+    In: texts columns (or at least url_key, host, content_hash, simhash, text_chars, error,
+    duplicate_of, duplicate_kind); probes rows (host, url, fetched_at, http_status,
+    text_chars, content_hash, simhash). Out: texts' columns."""
+    answered = probes.where(
+        F.col("http_status").between(200, 299)
+        & F.col("simhash").isNotNull()
+        & (F.col("text_chars") > 0)
+    )
+    latest = answered.groupBy("host").agg(
+        F.max_by(F.struct("url", "content_hash", "simhash"), "fetched_at").alias("_probe")
+    )
+    joined = texts.join(latest, on="host", how="left")
+    probe = F.col("_probe")
+    soft = (
+        probe.isNotNull()
+        & F.col("duplicate_of").isNull()
+        & F.col("error").isNull()
+        & (F.col("text_chars") > 0)
+        & (
+            (F.col("content_hash") == probe["content_hash"])
+            | (F.bit_count(F.col("simhash").bitwiseXOR(probe["simhash"])) <= k)
+        )
+    )
+    marked = {
+        "duplicate_of": F.when(soft, url_key_udf(probe["url"])).otherwise(F.col("duplicate_of")),
+        "duplicate_kind": F.when(soft, F.lit(DuplicateKind.SOFT_404)).otherwise(
+            F.col("duplicate_kind")
+        ),
+    }
+    return joined.select(*[marked.get(c, F.col(c)).alias(c) for c in texts.columns])
 
 
 def mark_canonical(texts: DataFrame) -> DataFrame:
@@ -270,15 +308,16 @@ def links_table(extracted: DataFrame) -> DataFrame:
 
 
 def followed_links(links: DataFrame, marks: DataFrame, cfg: Config) -> DataFrame:
-    """The links whose targets are queued and passed cash: all of them with
-    parse.follow_duplicate_links, else all but those of exact duplicates (the page they copy
-    has the same links, and is fetched).
+    """The links whose targets are queued and passed cash: not those of soft 404s, nor (unless
+    parse.follow_duplicate_links) those of exact duplicates (the page they copy has the same
+    links, and is fetched).
 
     In: links rows; marks (url_key, duplicate_kind) of the generation's pages. Out: links
     rows."""
-    if cfg.parse.follow_duplicate_links:
-        return links
-    copies = marks.where(F.col("duplicate_kind") == DuplicateKind.EXACT).select(
+    kinds = [DuplicateKind.SOFT_404]  # a soft 404 is never expanded
+    if not cfg.parse.follow_duplicate_links:
+        kinds.append(DuplicateKind.EXACT)
+    copies = marks.where(F.col("duplicate_kind").isin(*kinds)).select(
         F.col("url_key").alias("src_key")
     )
     return links.join(copies, "src_key", "left_anti")

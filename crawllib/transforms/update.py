@@ -3,7 +3,9 @@
 Status of a fetched URL, from its fetch outcome:
 
 =================================  ==========================================================
-ok                                 ``noindex`` if the page asks it (texts.directives), else
+ok                                 ``gone`` (reason ``soft_404``) for a soft 404 (its text is
+                                   its host's answer to a missing page), else ``noindex`` if
+                                   the page asks it (texts.directives), else
                                    ``duplicate`` if texts.duplicate_of is set, else ``fetched``
 redirect                           ``redirected`` (the target goes to the next frontier)
 http_error 4xx except 429, others  ``gone`` (reason ``http_<status>``)
@@ -49,6 +51,7 @@ from crawllib.vocab import (
     REVISITED_STATUSES,
     VISITED_OUTCOMES,
     Directive,
+    DuplicateKind,
     ErrorKind,
     FrontierReason,
     IntervalSource,
@@ -99,6 +102,11 @@ def _retryable() -> Column:
         )
         | ~outcome.isin(*[o for o in words(Outcome) if o != Outcome.ERROR])
     )
+
+
+def _soft_404() -> Column:
+    """The page's text is its host's answer to a missing page (texts.duplicate_kind)."""
+    return F.col("duplicate_kind").eqNullSafe(F.lit(DuplicateKind.SOFT_404))
 
 
 class SparkOps:
@@ -181,7 +189,8 @@ def crawldb_updates(
     retry_in = F.lit(cfg.fetch.retry_backoff_base) * F.pow(F.lit(2), attempts - 1).cast("int")
     max_attempts = cfg.fetch.max_attempts
     status = (
-        F.when((outcome == Outcome.OK) & F.col("_noindex"), Status.NOINDEX)
+        F.when((outcome == Outcome.OK) & _soft_404(), Status.GONE)
+        .when((outcome == Outcome.OK) & F.col("_noindex"), Status.NOINDEX)
         .when((outcome == Outcome.OK) & F.col("duplicate_of").isNotNull(), Status.DUPLICATE)
         .when(outcome == Outcome.OK, Status.FETCHED)
         .when(not_modified & had_version, old("old_status"))
@@ -241,6 +250,7 @@ def crawldb_updates(
                 is_status == Status.DUPLICATE,
                 F.coalesce(F.col("duplicate_kind"), F.lit(Status.DUPLICATE)),
             )
+            .when((outcome == Outcome.OK) & _soft_404(), F.lit(DuplicateKind.SOFT_404))
             .otherwise(F.coalesce(F.col("error_kind"), http_reason, outcome)),
             depth=F.coalesce(F.col("old_depth"), F.col("depth")),
             first_gen=F.coalesce(F.col("old_first_gen"), F.lit(gen)),

@@ -32,6 +32,7 @@ def e2e_crawl(spark, spark_cfg, tmp_path_factory):
             fetch__max_attempts=3,
             # robots5xx.net's URLs wait for its robots.txt: an hour, so no later run plans them
             robots__retry_seconds=3600.0,
+            fetch__soft404_probe=True,
         )
         seeds = tmp_path_factory.mktemp("seeds") / "seeds.txt"
         seeds.write_text("\n".join(web.seeds()) + "\n")

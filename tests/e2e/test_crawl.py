@@ -249,6 +249,26 @@ def test_robots_directives_canonicals_and_tdm_opt_outs_are_recorded(spark, crawl
     assert (other["status"], other["directives"]) == ("fetched", [])
 
 
+def test_soft_404s_are_told_by_a_probe_and_gone(spark, crawl):
+    root = crawl["root"]
+    probes = {r["host"]: r for r in sql(spark, root, "SELECT * FROM probes")}
+    # one probe per host whose robots.txt was read (the hosts with a usable robots.txt)
+    assert set(probes) <= set(crawl["web"].hosts)
+    assert probes["notfound.org"]["http_status"] == 200
+    assert probes["notfound.org"]["simhash"] is not None
+    assert probes["site0.net"]["http_status"] == 404
+    assert all(p["url"].startswith(f"http://{h}/crawllib-probe-") for h, p in probes.items())
+    soft = sql(
+        spark,
+        root,
+        "SELECT c.url, c.status, c.reason, t.duplicate_kind FROM crawldb c JOIN texts t "
+        "ON c.url_key = t.url_key WHERE t.duplicate_kind = 'soft_404'",
+    )
+    assert [(r["url"], r["status"], r["reason"]) for r in soft] == [
+        ("http://notfound.org/soft404.html", "gone", "soft_404")
+    ]
+
+
 def test_traps_are_stopped_by_depth(spark, crawl):
     rows = sql(
         spark,
