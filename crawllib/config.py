@@ -223,6 +223,13 @@ class GenerateConfig:
         "the rest wait for the next generation",
         at_least(0),
     )
+    fetch_seconds: float = setting(
+        0.0,
+        "how long a generation should fetch (0: no limit): each slot gets the URLs its delay "
+        "allows in that time (1 + fetch_seconds / delay; a Crawl-delay of 10 s gets a tenth of "
+        "a delay of 1 s), within max_per_host",
+        at_least(0),
+    )
     seed_score: float = setting(1.0, "score of a seed URL", at_least(0))
     internal_link_weight: float = setting(
         0.25,
@@ -407,8 +414,17 @@ class FetchConfig:
     max_urls_per_host: int = setting(
         1000, "URLs fetched per host in one call of the engine", at_least(1)
     )
+    max_redirects: int = setting(
+        5,
+        "redirect hops a page's chain is followed, one per generation (a longer chain ends: "
+        "reason too_many_redirects)",
+        at_least(0),
+    )
     deadline_seconds: float = setting(
-        3600.0, "a task stops starting requests after this; the rest is deferred", positive
+        3600.0,
+        "a generation's fetch stops starting requests this long after it began (all slices "
+        "together); the rest is deferred",
+        positive,
     )
     retry_after_cap: float = setting(
         120.0,

@@ -46,7 +46,8 @@ S, L, I, T, D, B = (  # noqa: E741
 
 # URL scheduled for a generation. reason: crawllib.vocab.FrontierReason (seed, link, redirect,
 # sitemap). score: its priority when found (crawllib.transforms.priority): the cash its
-# linking pages passed it, generate.seed_score for a seed.
+# linking pages passed it, generate.seed_score for a seed. redirects: for a redirect target,
+# the redirects that led to it from the URL first found (a chain ends past fetch.max_redirects).
 FRONTIER = struct_of(
     ("gen", I),
     ("url", S),
@@ -58,6 +59,7 @@ FRONTIER = struct_of(
     ("reason", S),
     ("discovered_at", T),
     ("score", D),
+    ("redirects", I),
 )
 
 # Every known URL: the crawl's whole state. status: queued, fetched, redirected, gone, failed,
@@ -72,7 +74,8 @@ FRONTIER = struct_of(
 # version (a 304 is unchanged); changed_at: the visit that found the stored version (its first
 # visit, or the last revisit that found the text changed). score: the URL's priority, the cash
 # the pages linking to it have passed it so far (crawllib.transforms.priority); score_gen: the
-# last generation whose links added to it (a rerun of update adds nothing twice).
+# last generation whose links added to it (a rerun of update adds nothing twice). redirects:
+# the redirects that led to it (its frontier row's; null: none).
 CRAWLDB = struct_of(
     ("url_key", L),
     ("url", S),
@@ -99,6 +102,7 @@ CRAWLDB = struct_of(
     ("changed_at", T),
     ("score", D),
     ("score_gen", I),
+    ("redirects", I),
 )
 
 # What plan chose for a generation: the fetch stage's input. slot: the politeness key value

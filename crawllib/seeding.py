@@ -142,6 +142,7 @@ def seed(spark: SparkSession, root: str, path: str, cfg: Config, gen: int) -> Se
             reason=F.lit(FrontierReason.SEED),
             discovered_at=F.current_timestamp(),
             score=F.lit(cfg.generate.seed_score),
+            redirects=F.lit(None),
         )
     )
     # Frontier first, crawldb second: a crash in between leaves URLs that a rerun seeds again,

@@ -29,6 +29,7 @@ FULL: dict[str, dict[str, Any]] = {
     "fixed": {"sizes": (1_000, 100_000), "hosts": 20},
     "memory": {"body_sizes": (4 * 2**20, 40 * 2**20), "regular_hosts": 20},
     "recrawl": {"hosts": 4, "pages": 39, "max_per_host": 10, "days": 14, "check_generations": 6},
+    "priority": {"hosts": 8, "pages": 150, "max_per_host": 6, "generations": 5},
 }
 QUICK: dict[str, dict[str, Any]] = {
     "crawl": {"hosts": 6, "pages": 20, "seed_pages": 10, "max_depth": 1, "delay": 0.05},
@@ -38,6 +39,7 @@ QUICK: dict[str, dict[str, Any]] = {
     "fixed": {"sizes": (100, 1_000), "hosts": 3},
     "memory": {"body_sizes": (2**20, 8 * 2**20), "regular_hosts": 3},
     "recrawl": {"hosts": 1, "pages": 15, "max_per_host": 4, "days": 2, "check_generations": 3},
+    "priority": {"hosts": 3, "pages": 30, "max_per_host": 3, "generations": 3},
 }
 IDLE_GOAL_S = 15.0  # fixed cost of a generation with nothing heavy to do
 
@@ -85,6 +87,7 @@ def run_all(work: str, sizes: dict[str, dict[str, Any]], scrapy: bool = True) ->
     from crawllib.bench.crawl import bench_crawl, bench_sites
     from crawllib.bench.fetch import bench_gap_error
     from crawllib.bench.memory import bench_memory
+    from crawllib.bench.priority import bench_priority
     from crawllib.bench.recrawl import bench_recrawl
     from crawllib.bench.stages import bench_config, bench_fetch_and_parse, bench_fixed_cost
     from crawllib.session import get_spark
@@ -99,6 +102,7 @@ def run_all(work: str, sizes: dict[str, dict[str, Any]], scrapy: bool = True) ->
     out["fixed"] = bench_fixed_cost(spark, os.path.join(work, "fixed"), **sizes["fixed"])
     out["memory"] = bench_memory(spark, os.path.join(work, "memory"), **sizes["memory"])
     out["recrawl"] = bench_recrawl(spark, os.path.join(work, "recrawl"), **sizes["recrawl"])
+    out["priority"] = bench_priority(spark, os.path.join(work, "priority"), **sizes["priority"])
     out["seconds"] = time.perf_counter() - t0
     out["sizes"] = sizes
     return out
@@ -256,9 +260,17 @@ def render(r: dict[str, Any], quick: bool = False) -> str:
         from crawllib.bench.recrawl import details, goal_rows
 
         lines += [_row(*row) for row in goal_rows(r["recrawl"])]
+    if "priority" in r:
+        from crawllib.bench.priority import goal_row
+
+        lines.append(_row(*goal_row(r["priority"])))
     lines += ["", *_details(r)]
     if "recrawl" in r:
         lines += ["", *details(r["recrawl"])]
+    if "priority" in r:
+        from crawllib.bench.priority import render as priority_details
+
+        lines += ["", "Measure 10, priority:", "", priority_details(r["priority"])]
     return "\n".join(lines) + "\n"
 
 

@@ -24,7 +24,7 @@ from typing import ClassVar, Self
 
 from pyspark.sql import DataFrame, SparkSession
 
-from crawllib import tables
+from crawllib import generations, tables
 from crawllib.config import Config
 
 
@@ -57,6 +57,20 @@ class StageRun:
     frontier_open: bool = True
     force: bool = False
     started_at: dt.datetime | None = None  # this run's start, as its running row records it
+
+    def first_started(self, stage: str) -> float:
+        """When ``stage`` first started for this generation, epoch seconds: this run's start
+        if it is the first, else the earliest generations row of (gen, stage); now if none.
+        What a rerun must see as a first run saw it (plan's clock, the fetch deadline)."""
+        if self.first and self.started_at is not None:
+            return self.started_at.replace(tzinfo=dt.UTC).timestamp()
+        starts = [
+            r.started_at
+            for r in generations.read_rows(self.spark, self.root)
+            if r.gen == self.gen and r.stage == stage
+        ]
+        first = min(starts) if starts else dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        return first.replace(tzinfo=dt.UTC).timestamp()
 
     def read(self, name: str) -> DataFrame:
         """The table ``name`` as it is now (a Delta DataFrame reads its latest version at each

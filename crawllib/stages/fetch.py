@@ -37,7 +37,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawllib import exclusions, progress, tables
-from crawllib.config import Config
+from crawllib.config import Config, replace
 from crawllib.schemas import ROBOTS
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.stages.plan import PlanResult
@@ -57,7 +57,7 @@ from crawllib.transforms.fetch import (
     sitemaps_from_results,
 )
 from crawllib.transforms.parse import links_table, texts_of
-from crawllib.vocab import Outcome, Record, RobotsOutcome, words
+from crawllib.vocab import Outcome, Record, RobotsOutcome, Stage, words
 
 log = logging.getLogger(__name__)
 
@@ -146,8 +146,13 @@ def run(run: StageRun) -> FetchResult:
     seconds = 0.0
     urls_done = 0
     stored = Stored(Counter(), 0)  # summed over this run's slices
+    # fetch.deadline_seconds counts from the generation's first fetch start, over all slices
+    # (and reruns): each slice gets what is left, a slice past it defers its URLs
+    deadline = run.first_started(Stage.FETCH) + cfg.fetch.deadline_seconds
     for i, r in enumerate(listing.todo, start=1):
-        done = fetch_slice(spark, root, cfg, gen, r.slice, r.slots, fetchlist, r.dirty)
+        left = max(0.001, deadline - time.time())
+        sliced = replace(cfg, fetch__deadline_seconds=left)
+        done = fetch_slice(spark, root, sliced, gen, r.slice, r.slots, fetchlist, r.dirty)
         robots_fetched += done.robots
         seconds += done.seconds
         ok = done.stored.outcomes[Outcome.OK]

@@ -31,7 +31,6 @@ the answers of the first run.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import logging
 import time
 from typing import ClassVar
@@ -39,7 +38,7 @@ from typing import ClassVar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import exclusions, generations, tables
+from crawllib import exclusions, tables
 from crawllib.config import Config, parse_now
 from crawllib.schedule import revisits
 from crawllib.schemas import DNS
@@ -78,8 +77,9 @@ _MERGE_UPDATE = {c: f"s.{c}" for c in ("status", "reason", "next_gen", "updated_
 class PlanResult(StageResult):
     """candidates: URLs considered; planned: in the fetchlist; filtered_*: filtered now, by
     reason; deferred_cap: over the per-host cap, left for gen + 1; deferred_held: of slots the
-    hosts table holds back, left for gen + 1 without an attempt; deferred_top_n: past
-    generate.top_n, left for gen + 1; hosts: hosts planned;
+    hosts table holds back, left for gen + 1 without an attempt; deferred_time: past what
+    their slot can fetch in generate.fetch_seconds; deferred_top_n: past generate.top_n, left
+    for gen + 1; hosts: hosts planned;
     revisits: planned URLs that have a stored version (due again, or retried); slices: the
     fetchlist's slices (0 .. slices - 1, none empty)."""
 
@@ -95,6 +95,7 @@ class PlanResult(StageResult):
     filtered_trap_pattern: int
     deferred_cap: int
     deferred_held: int
+    deferred_time: int
     deferred_top_n: int
     hosts: int
     revisits: int
@@ -116,8 +117,9 @@ def run(run: StageRun) -> PlanResult:
     used = _budget_use(run, crawldb)
     excluded = exclusions.load(cfg, spark)
     trapped = _trapped(run)
+    delays = run.read("hosts").select("slot", "delay") if cfg.generate.fetch_seconds else None
     decided = plan_decisions(
-        frontier, crawldb, cfg, gen, held, addresses, used, as_of, excluded, trapped
+        frontier, crawldb, cfg, gen, held, addresses, used, as_of, excluded, trapped, delays
     ).persist()
     try:
         # One action for the three one-row aggregates.
@@ -187,17 +189,7 @@ def clock_of(run: StageRun) -> float:
     started for this generation (its earliest generations row), so a rerun finds the same
     revisits due."""
     fixed = parse_now(run.cfg.crawl.now)
-    if fixed is not None:
-        return fixed
-    if run.first and run.started_at is not None:  # no earlier run: this one is the first
-        return run.started_at.replace(tzinfo=dt.UTC).timestamp()
-    starts = [
-        r.started_at
-        for r in generations.read_rows(run.spark, run.root)
-        if r.gen == run.gen and r.stage == Stage.PLAN
-    ]
-    first = min(starts) if starts else dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    return first.replace(tzinfo=dt.UTC).timestamp()
+    return run.first_started(Stage.PLAN) if fixed is None else fixed
 
 
 def _addresses(

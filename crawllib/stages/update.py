@@ -110,7 +110,7 @@ def run(run: StageRun) -> UpdateResult:
     # Once gen + 1 is planned its frontier is kept as it is (StageRun.frontier_open).
     where = f"gen = {gen + 1} AND reason = '{FrontierReason.REDIRECT}'"
     if run.frontier_open:
-        frontier = redirect_frontier(fetches, crawldb, gen).persist()
+        frontier = redirect_frontier(fetches, crawldb, gen, cfg.fetch.max_redirects).persist()
         try:
             redirects = frontier.count()
             if redirects or not run.first:

@@ -73,6 +73,11 @@ class WebSpec:
     changing_hosts: int = 0  # live0.com ...: pages that change with the clock (see live)
     changing_pages: int = 40  # /c/0.html .. /c/<n-1>.html on each changing host
     changing_sitemap: bool = False  # changing hosts serve /sitemap.xml (see live)
+    # the last popular_pages pages of each regular host (deep in its tree) are linked, with
+    # probability popular_link_share, from every page /p/<n>.html of every regular host (its
+    # own or, at cross_host_link_share, another): important pages far from home
+    popular_pages: int = 0
+    popular_link_share: float = 0.5
 
 
 def regular_host_name(i: int) -> str:
@@ -179,6 +184,14 @@ class Site:
                     j = rng.randrange(len(self.regular) - 1)
                     j += j >= i
                 targets.append((j, rng.randrange(bound)))
+            if spec.popular_pages and pages and rng.random() < spec.popular_link_share:
+                j = i
+                if len(self.regular) > 1 and rng.random() < spec.cross_host_link_share:
+                    j = rng.randrange(len(self.regular) - 1)
+                    j += j >= i
+                m = pages - 1 - rng.randrange(min(spec.popular_pages, pages))
+                if (j, m) != (i, n):
+                    targets.append((j, m))
         body: list[Link] = []
         for j, m in targets:
             anchor = f"{rng.choice(WORDS)} {rng.choice(WORDS)}"

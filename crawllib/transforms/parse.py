@@ -367,6 +367,7 @@ def next_frontier(
             reason=F.lit(FrontierReason.LINK),
             discovered_at=F.current_timestamp(),
             score=F.col("cash"),
+            redirects=F.lit(None),
         )
     )
 
@@ -404,5 +405,6 @@ def sitemap_frontier(
             depth=F.lit(1),
             reason=F.lit(FrontierReason.SITEMAP),
             score=F.coalesce(F.col("priority"), F.lit(0.5)) * F.lit(link_weight),
+            redirects=F.lit(None),
         )
     )

@@ -37,7 +37,15 @@ from crawllib.vocab import (
 
 _CRAWLDB_COLUMNS = [f.name for f in CRAWLDB.fields]
 CANDIDATE_COLUMNS = [*_CRAWLDB_COLUMNS, "is_new"]
-DECIDED_COLUMNS = [*CANDIDATE_COLUMNS, "slot", "filter_reason", "deferred", "held", "over_top"]
+DECIDED_COLUMNS = [
+    *CANDIDATE_COLUMNS,
+    "slot",
+    "filter_reason",
+    "deferred",
+    "held",
+    "over_time",
+    "over_top",
+]
 
 
 def dedup_frontier(frontier: DataFrame) -> DataFrame:
@@ -290,6 +298,38 @@ def cap_per_host(
     return df.withColumn("deferred", eligible & (rank > places + left_by_others))
 
 
+def cap_by_time(
+    df: DataFrame, delays: DataFrame | None, cfg: Config, order: list[Column]
+) -> DataFrame:
+    """Add ``over_time``: planned rows (no filter_reason, not deferred) past what their slot
+    can fetch in generate.fetch_seconds (0: no limit) at its delay: 1 + fetch_seconds /
+    delay URLs, the delay being the slot's in the hosts table (``delays``: slot, delay; its
+    Crawl-delay or backoff) and at least politeness.default_delay. Revisits first (most
+    overdue), then ``order``; they are ``deferred`` too.
+    In: slot, filter_reason, deferred, fetched_at, next_fetch_at and what ``order`` reads.
+    Out: + over_time."""
+    seconds = cfg.generate.fetch_seconds
+    if seconds <= 0:
+        return df.withColumn("over_time", F.lit(False))
+    default = cfg.politeness.default_delay
+    if delays is None:
+        joined = df.withColumn("_delay", F.lit(None).cast("double"))
+    else:
+        known = delays.select(F.col("slot").alias("_delay_slot"), F.col("delay").alias("_delay"))
+        joined = df.join(known, F.col("slot") == F.col("_delay_slot"), "left")
+    delay = F.greatest(F.lit(default), F.coalesce(F.col("_delay"), F.lit(default)))
+    quota = F.when(delay > 0, F.floor(F.lit(seconds) / delay) + 1)
+    planned = is_planned()
+    overdue = F.when(is_revisit(), F.unix_micros(F.col("next_fetch_at")))
+    rank = F.row_number().over(
+        Window.partitionBy(planned, F.col("slot")).orderBy(overdue.asc_nulls_last(), *order)
+    )
+    over = planned & quota.isNotNull() & (rank > quota)
+    return joined.withColumns({"over_time": over, "deferred": F.col("deferred") | over}).select(
+        *df.columns, "over_time"
+    )
+
+
 def cap_generation(df: DataFrame, top_n: int, order: list[Column]) -> DataFrame:
     """Add ``over_top``: planned rows (no filter_reason, not deferred) past the first
     ``top_n`` of the whole generation in ``order`` (generate.top_n; 0: no cap); they are
@@ -398,6 +438,7 @@ def plan_decisions(
     as_of: float | None = None,
     excluded: Exclusions | None = None,
     trapped: DataFrame | None = None,
+    delays: DataFrame | None = None,
 ) -> DataFrame:
     """Candidates of ``gen`` with every decision: new frontier URLs (deduped, not in crawldb),
     due crawldb URLs and, when ``as_of`` (the generation's clock, epoch seconds) is given and
@@ -406,7 +447,8 @@ def plan_decisions(
     which apply to revisits too; the other rules never to a revisit: it was fetched under the
     rules of its time; ``trapped``: URL patterns judged traps), budgeted (``used``: the budgets' use, by default
     :func:`attempted_in_crawldb`), capped per host (generate.revisit_share of each host's
-    places kept for revisits), held (``held``: slots, :func:`held_slots`) and capped per
+    places kept for revisits), held (``held``: slots, :func:`held_slots`), capped by time
+    (generate.fetch_seconds at each slot's delay, ``delays``: :func:`cap_by_time`) and per
     generation (generate.top_n), in generate.order. In: frontier rows of gen, crawldb. Out:
     DECIDED_COLUMNS.
     """
@@ -433,6 +475,7 @@ def plan_decisions(
         .transform(lambda df: apply_budgets(df, used or attempted_in_crawldb(crawldb), cfg))
         .transform(lambda df: cap_per_host(df, cfg.generate.max_per_host, share, order))
         .transform(lambda df: hold(df, held))
+        .transform(lambda df: cap_by_time(df, delays, cfg, order))
         .transform(lambda df: cap_generation(df, cfg.generate.top_n, order))
         .select(DECIDED_COLUMNS)
     )
@@ -508,8 +551,8 @@ def is_changed() -> Column:
 
 def count_decisions(decided: DataFrame) -> DataFrame:
     """One row of counts: candidates, planned, filtered_<reason>, deferred_cap (per-host cap),
-    deferred_held, deferred_top_n (generate.top_n), hosts, revisits (planned URLs with a stored
-    version).
+    deferred_held, deferred_time (generate.fetch_seconds), deferred_top_n (generate.top_n),
+    hosts, revisits (planned URLs with a stored version).
 
     In: DECIDED_COLUMNS. Out: one row, one long column per count.
     """
@@ -521,8 +564,11 @@ def count_decisions(decided: DataFrame) -> DataFrame:
             F.count_if(F.col("filter_reason") == r).alias(f"filtered_{r}")
             for r in words(FilterReason)
         ],
-        F.count_if(F.col("deferred") & ~F.col("held") & ~F.col("over_top")).alias("deferred_cap"),
+        F.count_if(
+            F.col("deferred") & ~F.col("held") & ~F.col("over_time") & ~F.col("over_top")
+        ).alias("deferred_cap"),
         F.count_if(F.col("deferred") & F.col("held")).alias("deferred_held"),
+        F.count_if(F.col("over_time")).alias("deferred_time"),
         F.count_if(F.col("over_top")).alias("deferred_top_n"),
         F.count_distinct(F.when(planned, F.col("host"))).alias("hosts"),
         F.count_if(planned & is_revisit()).alias("revisits"),

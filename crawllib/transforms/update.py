@@ -7,7 +7,9 @@ ok                                 ``gone`` (reason ``soft_404``) for a soft 404
                                    its host's answer to a missing page), else ``noindex`` if
                                    the page asks it (texts.directives), else
                                    ``duplicate`` if texts.duplicate_of is set, else ``fetched``
-redirect                           ``redirected`` (the target goes to the next frontier)
+redirect                           ``redirected`` (the target goes to the next frontier;
+                                   reason ``bad_location`` for a target that is no http(s)
+                                   URL, ``too_many_redirects`` past fetch.max_redirects hops)
 http_error 4xx except 429, others  ``gone`` (reason ``http_<status>``)
 http_error 429 / 5xx, error        ``failed``: attempts + 1, retried at gen
                                    N + retry_backoff_base * 2**(attempts - 1); ``dead`` once
@@ -242,13 +244,21 @@ def crawldb_updates(
         *columns_of(
             CRAWLDB,
             domain=F.coalesce(F.col("old_domain"), _domain_udf(F.col("host"))),
-            reason=F.when(
-                is_status.isin(Status.FETCHED, Status.NOINDEX, Status.REDIRECTED), F.lit(None)
-            )
+            reason=F.when(is_status.isin(Status.FETCHED, Status.NOINDEX), F.lit(None))
             .when(not_modified | (deferred & had_version), F.col("old_reason"))
             .when(
                 is_status == Status.DUPLICATE,
                 F.coalesce(F.col("duplicate_kind"), F.lit(Status.DUPLICATE)),
+            )
+            .when(
+                is_status == Status.REDIRECTED,
+                F.coalesce(
+                    F.col("error_kind"),  # bad_location: a target that cannot be crawled
+                    F.when(
+                        F.coalesce(F.col("old_redirects"), F.lit(0)) >= cfg.fetch.max_redirects,
+                        F.lit(ErrorKind.TOO_MANY_REDIRECTS),
+                    ),
+                ),
             )
             .when((outcome == Outcome.OK) & _soft_404(), F.lit(DuplicateKind.SOFT_404))
             .otherwise(F.coalesce(F.col("error_kind"), http_reason, outcome)),
@@ -287,6 +297,7 @@ def crawldb_updates(
                 passed, F.coalesce(F.col("old_score"), F.lit(0.0)) + F.col("_cash")
             ).otherwise(F.col("old_score")),
             score_gen=F.when(passed, F.lit(gen)).otherwise(F.col("old_score_gen")),
+            redirects=F.col("old_redirects"),
         )
     )
 
@@ -360,16 +371,24 @@ def crawldb_update_guard(gen: int) -> str:
     )
 
 
-def redirect_frontier(fetches: DataFrame, crawldb: DataFrame, gen: int) -> DataFrame:
+def redirect_frontier(
+    fetches: DataFrame, crawldb: DataFrame, gen: int, max_redirects: int = 5
+) -> DataFrame:
     """Frontier rows of gen + 1 for redirect targets not yet in crawldb.
 
     In: fetches rows of gen (url_key, url, depth, outcome, redirect_to, fetched_at); crawldb
     (url_key, score). Out: FRONTIER columns, reason "redirect", depth of the redirecting URL,
     one row per target (the shallowest source, then the smallest source URL), score the
-    highest of its sources' (a redirect passes all of a URL's priority); discovered_at is the
-    fetch time, so a rerun writes the same rows.
+    highest of its sources' (a redirect passes all of a URL's priority), redirects = the
+    source's + 1 (targets past ``max_redirects``, fetch.max_redirects, are not queued: the
+    chain ends there, and update records why); discovered_at is the fetch time, so a rerun
+    writes the same rows.
     """
-    scores = crawldb.select("url_key", F.col("score").alias("_score"))
+    scores = crawldb.select(
+        "url_key",
+        F.col("score").alias("_score"),
+        (F.coalesce(F.col("redirects"), F.lit(0)) + 1).alias("_hops"),
+    )
     targets = (
         fetches.filter((F.col("outcome") == Outcome.REDIRECT) & F.col("redirect_to").isNotNull())
         .join(scores, on="url_key", how="left")
@@ -379,16 +398,21 @@ def redirect_frontier(fetches: DataFrame, crawldb: DataFrame, gen: int) -> DataF
             "depth",
             F.col("fetched_at").alias("discovered_at"),
             "_score",
+            F.coalesce(F.col("_hops"), F.lit(1)).alias("_hops"),
         )
-        .filter(F.col("target").isNotNull())
-        .select("target.*", "source_url", "depth", "discovered_at", "_score")
+        .filter(F.col("target").isNotNull() & (F.col("_hops") <= max_redirects))
+        .select("target.*", "source_url", "depth", "discovered_at", "_score", "_hops")
     )
     new = targets.join(crawldb.select("url_key"), on="url_key", how="left_anti")
     first = F.min(F.struct("depth", "source_url", "discovered_at", "url", "host", "domain"))
     return (
         new.groupBy("url_key")
-        .agg(first.alias("first"), F.max("_score").alias("score"))
-        .select("url_key", "first.*", "score")
+        .agg(
+            first.alias("first"),
+            F.max("_score").alias("score"),
+            F.min("_hops").alias("redirects"),
+        )
+        .select("url_key", "first.*", "score", "redirects")
         .select(*columns_of(FRONTIER, gen=F.lit(gen + 1), reason=F.lit(FrontierReason.REDIRECT)))
     )
 
@@ -412,6 +436,7 @@ def followed_frontier(fetches: DataFrame, frontier: DataFrame, gen: int) -> Data
             reason=F.lit(FrontierReason.LINK),
             discovered_at=F.col("fetched_at"),
             score=F.lit(None),
+            redirects=F.lit(None),
         )
     )
     held = frontier.where(F.col("gen") == gen).select("url_key")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 
 import pytest
@@ -46,7 +47,7 @@ def frontier_df(spark, rows):
     """rows: (url_key, depth, source_url, discovered_at); the rest filled in."""
     return spark.createDataFrame(
         [
-            (0, f"http://h.test/{k}", k, "h.test", "h.test", d, src, "link", at, None)
+            (0, f"http://h.test/{k}", k, "h.test", "h.test", d, src, "link", at, None, None)
             for k, d, src, at in rows
         ],
         FRONTIER,
@@ -317,7 +318,7 @@ def add_frontier(spark, root, gen, rows):
         (gen, u, url_key(u), host_of(u), registered_domain(host_of(u)), d, s, "link", T0, *score)
         for u, d, s, *score in rows
     ]
-    data = [row if len(row) == 10 else (*row, None) for row in data]
+    data = [(*row, None, None)[: len(FRONTIER.fields)] for row in data]
     tables.append(spark.createDataFrame(data, FRONTIER), root, "frontier")
 
 
@@ -376,8 +377,10 @@ def test_plan_stage_writes_fetchlist_and_crawldb_and_reruns_identically(spark, p
         "filtered_length": 1,
         "filtered_budget": 1,
         "filtered_excluded": 0,
+        "filtered_trap_pattern": 0,
         "deferred_cap": 2,
         "deferred_held": 0,
+        "deferred_time": 0,
         "deferred_top_n": 0,
         "hosts": 3,
         "revisits": 0,
@@ -707,3 +710,28 @@ def test_exclusions_filter_new_pending_and_revisited_urls(spark, spark_cfg, tmp_
         12: "excluded",
     }
     assert count_decisions(decided).first()["filtered_excluded"] == 4
+
+
+def test_a_time_budget_gives_each_slot_what_its_delay_allows(spark, spark_cfg):
+    # 20 s of fetching: a slot at the default delay (1 s) takes 21 URLs, one whose delay is
+    # 10 s (a Crawl-delay) takes 3; without a budget both take all 30 (max_per_host 100)
+    rows = [(k, "fast.test", 1, None, T0) for k in range(30)]
+    rows += [(100 + k, "slow.test", 1, None, T0) for k in range(30)]
+    frontier = spark.createDataFrame(
+        [(0, f"http://{h}/{k}", k, h, h, d, s, "link", t, None, None) for k, h, d, s, t in rows],
+        FRONTIER,
+    )
+    delays = spark.createDataFrame([("slow.test", 10.0)], "slot string, delay double")
+    cfg = replace(
+        spark_cfg,
+        generate__max_per_host=100,
+        generate__fetch_seconds=20.0,
+        politeness__default_delay=1.0,
+    )
+    decided = plan_decisions(frontier, crawldb_df(spark, []), cfg, 0, delays=delays).cache()
+    chosen = collections.Counter(r["host"] for r in decided.where(~F.col("deferred")).collect())
+    assert chosen == {"fast.test": 21, "slow.test": 3}
+    assert count_decisions(decided).first()["deferred_time"] == 9 + 27
+    unlimited = replace(cfg, generate__fetch_seconds=0.0)
+    decided = plan_decisions(frontier, crawldb_df(spark, []), unlimited, 0, delays=delays)
+    assert decided.where(F.col("deferred")).isEmpty()

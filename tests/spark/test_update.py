@@ -304,6 +304,7 @@ def redirect_row(url, host, domain, depth, source_key):
         "source_url": f"http://site.test/{source_key}",
         "reason": "redirect",
         "discovered_at": FETCHED_AT,
+        "redirects": 1,
     }
 
 
@@ -426,3 +427,29 @@ def test_sitemap_hints_make_changed_pages_due_and_replace_a_default_interval(
         assert (rows[42]["fetch_interval"], rows[42]["interval_source"]) == (week, "sitemap")
         assert rows[42]["next_fetch_at"] == T_OLD + dt.timedelta(days=7)
         assert rows[43]["next_fetch_at"] is None and rows[43]["fetch_interval"] is None
+
+
+def test_redirect_chains_end_past_max_redirects_and_bad_locations_say_why(spark, spark_cfg):
+    cfg = replace(spark_cfg, fetch__max_redirects=2)
+    crawldb = frame(
+        spark,
+        CRAWLDB,
+        [{**known(1), "redirects": 1}, {**known(2), "redirects": 2}, known(3)],
+    )
+    fetches = frame(
+        spark,
+        FETCHES,
+        [
+            fetch(1, "redirect", 301, redirect_to="http://site.test/t1"),  # hop 2 of 2
+            fetch(2, "redirect", 301, redirect_to="http://site.test/t2"),  # would be hop 3
+            fetch(3, "redirect", 302, error_kind="bad_location"),  # Location: ftp://...
+        ],
+    )
+    queued = redirect_frontier(fetches, crawldb, GEN, cfg.fetch.max_redirects).collect()
+    assert [(r["url"], r["redirects"]) for r in queued] == [("http://site.test/t1", 2)]
+    rows = crawldb_updates(fetches, frame(spark, TEXTS, []), crawldb, GEN, cfg).collect()
+    assert {r["url_key"]: (r["status"], r["reason"]) for r in rows} == {
+        1: ("redirected", None),
+        2: ("redirected", "too_many_redirects"),
+        3: ("redirected", "bad_location"),
+    }
