@@ -273,6 +273,25 @@ class TrapsConfig:
     )
 
 
+def _check_hosts(v: Iterable[str]) -> str | None:
+    bad = [h for h in v if not isinstance(h, str) or not h or any(c.isspace() for c in h)]
+    return f"host names, without spaces (got {bad[0]!r})" if bad else None
+
+
+@dataclasses.dataclass(frozen=True)
+class AliasesConfig:
+    min_pages: int = setting(
+        20, "pages of a host fetched before plan may judge it an alias of another", at_least(1)
+    )
+    duplicate_share: float = setting(
+        0.8,
+        "a host sharing at least this share of its pages, exactly, with another host, of which "
+        "it is the copy, is an alias: its URLs are filtered (alias)",
+        lambda v: None if 0 < v <= 1 else "a number above 0, at most 1",
+    )
+    allow: tuple[str, ...] = setting((), "hosts never judged aliases", _check_hosts)
+
+
 @dataclasses.dataclass(frozen=True)
 class RecrawlConfig:
     policy: Literal["adaptive", "fixed", "never"] = setting(
@@ -545,6 +564,7 @@ class Config:
     generate: GenerateConfig = dataclasses.field(default_factory=GenerateConfig)
     recrawl: RecrawlConfig = dataclasses.field(default_factory=RecrawlConfig)
     traps: TrapsConfig = dataclasses.field(default_factory=TrapsConfig)
+    aliases: AliasesConfig = dataclasses.field(default_factory=AliasesConfig)
     politeness: PolitenessConfig = dataclasses.field(default_factory=PolitenessConfig)
     robots: RobotsConfig = dataclasses.field(default_factory=RobotsConfig)
     sitemaps: SitemapsConfig = dataclasses.field(default_factory=SitemapsConfig)

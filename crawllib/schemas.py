@@ -355,6 +355,18 @@ TRAPS = struct_of(
     ("updated_at", T),
 )
 
+# Exact duplicates between two hosts (crawllib.aliases): copies = pages of host marked exact
+# duplicates whose first copy is on of_host, over the whole crawl; gen: the last generation
+# counted.
+ALIASES = struct_of(
+    ("host", S),
+    ("of_host", S),
+    ("copies", L),
+    ("first_gen", I),
+    ("gen", I),
+    ("updated_at", T),
+)
+
 TABLES: dict[str, tuple[StructType, list[str]]] = {
     "frontier": (FRONTIER, ["gen"]),
     "crawldb": (CRAWLDB, []),
@@ -368,6 +380,7 @@ TABLES: dict[str, tuple[StructType, list[str]]] = {
     "dns": (DNS, []),
     "sitemaps": (SITEMAPS, ["gen"]),
     "traps": (TRAPS, []),
+    "aliases": (ALIASES, []),
     "probes": (PROBES, ["gen"]),
     "generations": (GENERATIONS, []),
 }

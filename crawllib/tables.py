@@ -234,6 +234,11 @@ def in_parallel(spark: SparkSession, *actions: Callable[[], T]) -> list[T]:
         return [future.result() for future in futures]
 
 
+# The update condition of a MERGE that adds a generation's counts to running totals (t.gen:
+# the last generation added): a rerun of that generation finds t.gen = its gen, adds nothing.
+ONCE_PER_GEN = "t.gen < s.gen"
+
+
 def merge(
     spark: SparkSession,
     df: DataFrame,

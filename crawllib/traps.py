@@ -26,9 +26,10 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from crawllib import tables
 from crawllib.config import Config
 from crawllib.vocab import DuplicateKind
 
@@ -120,15 +121,22 @@ def pattern_counts(pages: DataFrame, marks: DataFrame, gen: int) -> DataFrame:
     )
 
 
-# MERGE of pattern_counts (s) into traps (t) on (host, pattern): a generation adds its counts
-# once (a rerun of parse finds t.gen = its gen and adds nothing).
+# MERGE of pattern_counts (s) into traps (t) on (host, pattern), guarded by
+# tables.ONCE_PER_GEN: a generation adds its counts once.
 TRAPS_UPDATE = {
     "pages": "t.pages + s.pages",
     "duplicates": "t.duplicates + s.duplicates",
     "gen": "s.gen",
     "updated_at": "s.updated_at",
 }
-TRAPS_GUARD = "t.gen < s.gen"
+
+
+def read_trapped(spark: SparkSession, root: str, cfg: Config) -> DataFrame | None:
+    """:func:`trapped_patterns` of the crawl root's traps table; None on a root without one
+    yet."""
+    if not tables.exists(spark, root, "traps"):
+        return None
+    return trapped_patterns(tables.read(spark, root, "traps"), cfg)
 
 
 def trapped_patterns(traps: DataFrame, cfg: Config) -> DataFrame:

@@ -71,6 +71,7 @@ class FilterReason:
     BUDGET: Final = "budget"
     EXCLUDED: Final = "excluded"  # an operator's exclusion rule (crawl.exclude, exclude_file)
     TRAP_PATTERN: Final = "trap_pattern"  # a URL-pattern trap (crawllib.traps)
+    ALIAS: Final = "alias"  # the host copies another host (crawllib.aliases)
 
 
 class IntervalSource:

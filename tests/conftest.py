@@ -34,6 +34,8 @@ def test_config_overrides() -> list[str]:
         "storage.min_slice_seconds=0",
         # the test web's truth counts every page: a mirror's copies keep their links
         "parse.follow_duplicate_links=true",
+        # ... and fetches every page of the mirror (tests/e2e/test_aliases.py does not)
+        'aliases.allow=["mirror.net"]',
         # a soft-404 probe is one more request per host: the tests that count requests are
         # about something else (tests/e2e/test_crawl.py turns it on)
         "fetch.soft404_probe=false",
@@ -86,3 +88,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.spark)
         if folder in SLOW_FOLDERS or item.get_closest_marker("e2e"):
             item.add_marker(pytest.mark.slow)
+        # pytest -n 2 --dist loadgroup (make test): a module's tests run in one worker, with
+        # its module fixtures; the modules of the shared e2e crawl in the same one, so it is
+        # crawled once
+        shared = "e2e_crawl" in getattr(item, "fixturenames", ())
+        item.add_marker(pytest.mark.xdist_group("e2e_crawl" if shared else item.module.__name__))

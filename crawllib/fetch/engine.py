@@ -67,6 +67,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import math
 import secrets
 import socket
 import time
@@ -242,6 +243,17 @@ class _Run:
             if self.extractor is not None:
                 self.extractor.shutdown(wait=True, cancel_futures=True)
             await self.resolver.close()
+
+    def _time_room(self, slot: Slot) -> int | None:
+        """How many more URLs ``slot`` may take in this call under generate.fetch_seconds
+        (None: no time budget): the quota plan gives it (transforms.plan.cap_by_time), at the
+        delay it has now (a Crawl-delay learnt in this call included), less the URLs it has
+        tried and still holds."""
+        seconds = self.cfg.generate.fetch_seconds
+        if seconds <= 0 or slot.delay <= 0:
+            return None
+        quota = 1 + math.floor(seconds / slot.delay)
+        return max(0, quota - slot.attempted - len(slot.rows))
 
     def _slots(self, rows: Iterable[Mapping[str, Any]]) -> dict[str, Slot]:
         slots: dict[str, Slot] = {}
@@ -423,7 +435,7 @@ class _Run:
                 self.cfg,
             )
             if self.follower is not None:
-                slot.rows.extend(self.follower.links(slot.key, record))
+                slot.rows.extend(self.follower.links(slot.key, record, self._time_room(slot)))
         finally:
             self.extraction_room.release()
             slot.extracting -= 1

@@ -4,8 +4,8 @@ this generation, instead of leaving them to the next.
 A link is followed when it stays in the page's politeness slot (same host; same registered
 domain with ``politeness.key = domain``), is within ``crawl.max_depth`` (the page's depth + 1),
 passes plan's URL rules (``crawl.skip_extensions``, ``crawl.max_url_length``, the operator's
-exclusions), is not known,
-and the slot has room left under its per-generation cap. "Known" is exact: the url_keys crawldb
+exclusions, repeated path segments and the host's URL patterns judged traps), is not known,
+and the slot has room left under its per-generation cap and time budget. "Known" is exact: the url_keys crawldb
 and this generation's fetches already hold for the slot (shipped with the slot's input, see
 ``crawllib.transforms.fetch.follow_inputs``), plus every key the task has queued itself. What
 is not followed stays a link, and the next frontier takes it.
@@ -21,6 +21,7 @@ from typing import Any
 from crawllib import exclusions
 from crawllib.config import Config
 from crawllib.records import FetchRecord
+from crawllib.traps import repeated_segments, url_pattern
 from crawllib.urls import registered_domain, url_extension
 
 
@@ -55,23 +56,29 @@ class Follower:
         self.skip = frozenset(e.lower() for e in cfg.crawl.skip_extensions)
         # the fetch stage reads crawl.exclude_file on the driver (exclusions.inlined)
         self.excluded = exclusions.load(cfg)
+        self.max_repeats = cfg.traps.max_segment_repeats
         self.room: dict[str, int] = {}
         self.known: dict[str, Known] = {}
+        self.trapped: dict[str, frozenset[str]] = {}  # "host pattern" (crawllib.traps)
         for row in inputs:
             row = row.asDict() if hasattr(row, "asDict") else row
             if row["room"] > 0:
                 self.room[row["slot"]] = int(row["room"])
                 self.known[row["slot"]] = Known(row["known"] or ())
+                self.trapped[row["slot"]] = frozenset(row.get("trapped") or ())
 
     def slot_of(self, host: str) -> str | None:
         if self.host_slots is not None:
             return self.host_slots.get(host)
         return registered_domain(host) if self.by_domain else host
 
-    def links(self, slot: str, page: FetchRecord) -> list[dict[str, Any]]:
+    def links(self, slot: str, page: FetchRecord, limit: int | None = None) -> list[dict[str, Any]]:
         """The rows to fetch now for the links of ``page`` (fetched from ``slot``): url,
-        url_key, host, depth, slot and source_url; each takes one unit of the slot's room."""
+        url_key, host, depth, slot and source_url; each takes one unit of the slot's room.
+        ``limit``: at most this many (the slot's time budget: Engine)."""
         room = self.room.get(slot, 0)
+        if limit is not None:
+            room = min(room, limit)
         extracted = page["extracted"]
         depth = (page["depth"] or 0) + 1
         if room <= 0 or extracted is None or depth > self.max_depth:
@@ -82,10 +89,11 @@ class Follower:
             if room <= 0:
                 break
             url, key, host = link["dst_url"], link["dst_key"], link["dst_host"]
-            if key in known or self.slot_of(host) != slot or not self._allowed(url, host):
+            if key in known or self.slot_of(host) != slot or not self._allowed(url, host, slot):
                 continue
             known.add(key)
             room -= 1
+            self.room[slot] -= 1
             rows.append(
                 {
                     "url": url,
@@ -96,12 +104,17 @@ class Follower:
                     "source_url": page["url"],
                 }
             )
-        self.room[slot] = room
         return rows
 
-    def _allowed(self, url: str, host: str) -> bool:
-        """plan's URL rules (crawllib.transforms.plan.with_filter_reason), depth aside."""
+    def _allowed(self, url: str, host: str, slot: str) -> bool:
+        """plan's URL rules (crawllib.transforms.plan.with_filter_reason, filter_trapped),
+        depth aside."""
         if len(url) > self.max_length or url_extension(url) in self.skip:
+            return False
+        if repeated_segments(url) > self.max_repeats:
+            return False
+        trapped = self.trapped.get(slot)
+        if trapped and f"{host} {url_pattern(url)}" in trapped:
             return False
         rules = self.excluded
         return not rules or not rules.matches(url, host, registered_domain(host))

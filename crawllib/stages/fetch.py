@@ -57,6 +57,7 @@ from crawllib.transforms.fetch import (
     sitemaps_from_results,
 )
 from crawllib.transforms.parse import links_table, texts_of
+from crawllib.traps import read_trapped
 from crawllib.vocab import Outcome, Record, RobotsOutcome, Stage, words
 
 log = logging.getLogger(__name__)
@@ -290,7 +291,7 @@ def fetch_slice(
         # Room and known keys as of the slices committed so far (fetches rows of gen).
         fetches = tables.read(spark, root, "fetches").where(F.col("gen") == gen)
         crawldb = tables.read(spark, root, "crawldb")
-        follow = follow_inputs(fetchlist, fetches, crawldb, cfg)
+        follow = follow_inputs(fetchlist, fetches, crawldb, cfg, read_trapped(spark, root, cfg))
     # As many tasks as cores: every task runs at once, each holding many hosts in asyncio, so
     # no host waits for a second wave of tasks (politeness-bound time, not task waves).
     partitions = max(1, min(slots, spark.sparkContext.defaultParallelism))

@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from crawllib import tables
+from crawllib.aliases import ALIASES_UPDATE, alias_counts, alias_hosts
 from crawllib.schemas import TEXTS
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.transforms.parse import (
@@ -45,7 +46,7 @@ from crawllib.transforms.parse import (
     with_duplicate_marks,
 )
 from crawllib.transforms.priority import link_cash, sources_of
-from crawllib.traps import TRAPS_GUARD, TRAPS_UPDATE, pattern_counts, trapped_patterns
+from crawllib.traps import TRAPS_UPDATE, pattern_counts, trapped_patterns
 from crawllib.vocab import Directive, DuplicateKind, FrontierReason, sql_list
 
 log = logging.getLogger(__name__)
@@ -59,8 +60,8 @@ class ParseResult(StageResult):
     (pages whose text is their host's answer to a missing page: a probe's); noindex,
     nofollow: pages with that robots directive; tdm_reserved: pages reserving text and data
     mining rights; links: rows of gen; new_frontier: frontier rows of gen + 1, reason link or
-    sitemap; trap_patterns: URL patterns judged traps, after this generation's pages are
-    counted (crawllib.traps)."""
+    sitemap; trap_patterns: URL patterns judged traps, alias_hosts: hosts judged aliases of
+    another, after this generation's pages are counted (crawllib.traps, crawllib.aliases)."""
 
     THROUGHPUT: ClassVar[str] = "pages"
 
@@ -78,6 +79,7 @@ class ParseResult(StageResult):
     links: int
     new_frontier: int
     trap_patterns: int
+    alias_hosts: int
 
 
 def run(run: StageRun) -> ParseResult:
@@ -223,20 +225,32 @@ def _write_texts(
 
 
 def _count_patterns(run: StageRun, pages: DataFrame, marks: DataFrame) -> dict[str, int]:
-    """Add gen's pages and duplicates per host and URL pattern to the traps table (once: a
-    rerun adds nothing), from which plan judges patterns traps (crawllib.traps); the count of
-    patterns judged traps now."""
-    counts = pattern_counts(pages, marks, run.gen)
-    tables.merge(
-        run.spark,
-        counts,
-        run.root,
-        "traps",
-        keys=["host", "pattern"],
-        update=TRAPS_UPDATE,
-        update_condition=TRAPS_GUARD,
+    """Add gen's pages and duplicates per host and URL pattern to the traps table, and its
+    exact duplicates per pair of hosts to the aliases table (once: a rerun adds nothing), from
+    which plan judges patterns traps (crawllib.traps) and hosts aliases (crawllib.aliases);
+    the counts of patterns judged traps and of hosts judged aliases now."""
+    owners = pages.select("url_key", "host").unionByName(
+        run.read("crawldb").select("url_key", "host")
     )
-    return {"trap_patterns": trapped_patterns(run.read("traps"), run.cfg).count()}
+    merges = {
+        "traps": (pattern_counts(pages, marks, run.gen), ["host", "pattern"], TRAPS_UPDATE),
+        "aliases": (alias_counts(marks, owners, run.gen), ["host", "of_host"], ALIASES_UPDATE),
+    }
+    for table, (counts, keys, update) in merges.items():
+        tables.merge(
+            run.spark,
+            counts,
+            run.root,
+            table,
+            keys=keys,
+            update=update,
+            update_condition=tables.ONCE_PER_GEN,
+        )
+    traps = run.read("traps")
+    return {
+        "trap_patterns": trapped_patterns(traps, run.cfg).count(),
+        "alias_hosts": alias_hosts(run.read("aliases"), traps, run.cfg).count(),
+    }
 
 
 def _write_frontier(

@@ -39,6 +39,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawllib import exclusions, tables
+from crawllib.aliases import read_aliased
 from crawllib.config import Config, parse_now
 from crawllib.schedule import revisits
 from crawllib.schemas import DNS
@@ -62,7 +63,7 @@ from crawllib.transforms.plan import (
     with_slot,
 )
 from crawllib.transforms.priority import score_order
-from crawllib.traps import trapped_patterns
+from crawllib.traps import read_trapped
 from crawllib.vocab import PENDING_STATUSES, REVISITED_STATUSES, Stage, sql_list
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class PlanResult(StageResult):
     filtered_budget: int
     filtered_excluded: int
     filtered_trap_pattern: int
+    filtered_alias: int
     deferred_cap: int
     deferred_held: int
     deferred_time: int
@@ -116,10 +118,22 @@ def run(run: StageRun) -> PlanResult:
     addresses = _addresses(run, frontier, crawldb, as_of)
     used = _budget_use(run, crawldb)
     excluded = exclusions.load(cfg, spark)
-    trapped = _trapped(run)
+    trapped = read_trapped(spark, root, cfg)
+    aliased = read_aliased(spark, root, cfg)
     delays = run.read("hosts").select("slot", "delay") if cfg.generate.fetch_seconds else None
     decided = plan_decisions(
-        frontier, crawldb, cfg, gen, held, addresses, used, as_of, excluded, trapped, delays
+        frontier,
+        crawldb,
+        cfg,
+        gen,
+        held,
+        addresses,
+        used,
+        as_of,
+        excluded,
+        trapped,
+        delays,
+        aliased,
     ).persist()
     try:
         # One action for the three one-row aggregates.
@@ -174,14 +188,6 @@ def run(run: StageRun) -> PlanResult:
     finally:
         decided.unpersist()
     return result
-
-
-def _trapped(run: StageRun) -> DataFrame | None:
-    """The URL patterns judged traps (crawllib.traps.trapped_patterns), read once; None on a
-    root without a traps table yet."""
-    if not tables.exists(run.spark, run.root, "traps"):
-        return None
-    return trapped_patterns(run.read("traps"), run.cfg)
 
 
 def clock_of(run: StageRun) -> float:

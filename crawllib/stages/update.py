@@ -31,7 +31,7 @@ from crawllib.transforms.update import (
     sitemap_hints,
     visit_counts,
 )
-from crawllib.vocab import VISITED_OUTCOMES, FrontierReason, Outcome, Status
+from crawllib.vocab import VISITED_OUTCOMES, ErrorKind, FrontierReason, Outcome, Status
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,8 @@ class UpdateResult(StageResult):
     redirects_queued: the frontier rows written for gen + 1. Visits that reached their page
     (ok, not_modified): ``new`` (a first visit), ``revisited`` (the page had a stored
     version), of them ``changed`` (its text differs) and ``unchanged`` (the same text, or
-    ``not_modified``: a 304)."""
+    ``not_modified``: a 304); too_many_redirects, bad_location: redirects of gen whose chain
+    ended there (past fetch.max_redirects hops; a Location that is no http(s) URL)."""
 
     THROUGHPUT: ClassVar[str] = "urls"
 
@@ -64,7 +65,12 @@ class UpdateResult(StageResult):
     changed: int
     unchanged: int
     not_modified: int
+    too_many_redirects: int
+    bad_location: int
 
+
+# The reasons a redirect chain ends with, counted (UpdateResult fields of the same names)
+CHAIN_ENDS = (ErrorKind.TOO_MANY_REDIRECTS, ErrorKind.BAD_LOCATION)
 
 # UpdateResult field -> the crawldb status it counts
 _COUNTED_STATUS = {
@@ -150,7 +156,13 @@ def run(run: StageRun) -> UpdateResult:
     )
     rows = run.read("crawldb").join(fetched, on="url_key", how="inner")
     # one job: per status, its URLs and its visits' counts
-    per_status = rows.groupBy("status").agg(F.count("*").alias("_urls"), *visit_counts(gen))
+    chains_ended = [
+        F.count_if((F.col("status") == Status.REDIRECTED) & (F.col("reason") == kind)).alias(kind)
+        for kind in CHAIN_ENDS
+    ]
+    per_status = rows.groupBy("status").agg(
+        F.count("*").alias("_urls"), *visit_counts(gen), *chains_ended
+    )
     by_status: dict[str, int] = {}
     visits: dict[str, int] = {}
     for r in per_status.collect():
@@ -162,7 +174,7 @@ def run(run: StageRun) -> UpdateResult:
         urls=sum(by_status.values()),
         **{field: by_status.get(status, 0) for field, status in _COUNTED_STATUS.items()},
         redirects_queued=redirects,
-        **{name: visits.get(name, 0) for name in VISIT_COUNTS},
+        **{name: visits.get(name, 0) for name in (*VISIT_COUNTS, *CHAIN_ENDS)},
     )
     log.info("update gen %d: %s", gen, result)
     return result

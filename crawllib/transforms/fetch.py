@@ -170,7 +170,7 @@ def engine_hosts(hosts: DataFrame) -> DataFrame:
 
 # What a slot's task needs to follow links (crawllib.fetch.follow): its room under the
 # per-generation cap, and the url_keys known for it.
-FOLLOW = struct_of(("room", I), ("known", ArrayType(L)))
+FOLLOW = struct_of(("room", I), ("known", ArrayType(L)), ("trapped", ArrayType(S)))
 
 
 def fetch_inputs(
@@ -216,7 +216,7 @@ def fetch_inputs(
     slots = slice_rows.select("slot").distinct()
     if follow is not None:
         rooms = follow.join(slots, on="slot", how="inner").select(
-            *empty_but("slot"), *extra("follow", F.struct("room", "known"))
+            *empty_but("slot"), *extra("follow", F.struct(*FOLLOW.fieldNames()))
         )
         inputs = inputs.unionByName(rooms)
     if hosts is not None:
@@ -228,14 +228,21 @@ def fetch_inputs(
 
 
 def follow_inputs(
-    fetchlist: DataFrame, fetches: DataFrame, crawldb: DataFrame, cfg: Config
+    fetchlist: DataFrame,
+    fetches: DataFrame,
+    crawldb: DataFrame,
+    cfg: Config,
+    trapped: DataFrame | None = None,
 ) -> DataFrame:
-    """Per slot of a generation, its room to follow links and the url_keys known for it.
+    """Per slot of a generation, its room to follow links, the url_keys known for it and its
+    hosts' URL patterns judged traps.
 
-    In: the generation's fetchlist (slot), its fetches so far (url_key, host, source_url), and
-    crawldb (url_key, host, domain). room = generate.max_per_host - planned - followed so far;
-    known: the slot's url_keys in crawldb and in the generation's fetches, for slots with room
-    only (a slot plan already filled gets none). Out: slot, room, known (array of url_key).
+    In: the generation's fetchlist (slot), its fetches so far (url_key, host, source_url),
+    crawldb (url_key, host, domain) and the trapped patterns (host, pattern:
+    crawllib.traps.trapped_patterns). room = generate.max_per_host - planned - followed so
+    far; known: the slot's url_keys in crawldb and in the generation's fetches, for slots with
+    room only (a slot plan already filled gets none); trapped: "host pattern" strings. Out:
+    slot, room, known (array of url_key), trapped (array of string).
     """
     fetched = _with_slot(fetches.select("url_key", "source_url", "host"), cfg, fetchlist)
     planned = fetchlist.groupBy("slot").agg(F.count("*").alias("planned"))
@@ -266,8 +273,24 @@ def follow_inputs(
         .groupBy("slot")
         .agg(F.collect_set("url_key").alias("known"))
     )
-    return rooms.join(known, on="slot", how="left").select(
-        "slot", "room", F.coalesce(F.col("known"), F.array().cast(ArrayType(L))).alias("known")
+    out = rooms.join(known, on="slot", how="left")
+    if trapped is None:
+        out = out.withColumn("trapped", F.array().cast(ArrayType(S)))
+    else:
+        patterns = (
+            _with_slot(
+                trapped.select("host", "pattern", F.col("host").alias("_host")), cfg, fetchlist
+            )
+            .join(rooms.select("slot"), on="slot", how="inner")
+            .groupBy("slot")
+            .agg(F.collect_set(F.concat_ws(" ", "_host", "pattern")).alias("trapped"))
+        )
+        out = out.join(patterns, on="slot", how="left")
+    return out.select(
+        "slot",
+        "room",
+        F.coalesce(F.col("known"), F.array().cast(ArrayType(L))).alias("known"),
+        F.coalesce(F.col("trapped"), F.array().cast(ArrayType(S))).alias("trapped"),
     )
 
 

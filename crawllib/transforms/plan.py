@@ -163,6 +163,19 @@ def filter_trapped(df: DataFrame, trapped: DataFrame | None) -> DataFrame:
     return joined.withColumn("filter_reason", reason).select(df.columns)
 
 
+def filter_aliases(df: DataFrame, aliased: DataFrame | None) -> DataFrame:
+    """Set filter_reason alias on rows without one whose host is an alias of another
+    (crawllib.aliases.alias_hosts). In: host, filter_reason. Out: same columns."""
+    if aliased is None:
+        return df
+    marks = aliased.select(F.col("host").alias("_alias_host"), F.lit(True).alias("_alias"))
+    joined = df.join(F.broadcast(marks), F.col("host") == F.col("_alias_host"), "left")
+    reason = F.when(
+        F.col("filter_reason").isNull() & F.col("_alias").isNotNull(), F.lit(FilterReason.ALIAS)
+    ).otherwise(F.col("filter_reason"))
+    return joined.withColumn("filter_reason", reason).select(df.columns)
+
+
 def with_filter_reason(df: DataFrame, cfg: Config, excluded: Exclusions | None = None) -> DataFrame:
     """Add ``filter_reason``: excluded (an operator's rule: ``excluded``, from
     crawllib.exclusions.load), depth (> crawl.max_depth), extension (in
@@ -439,13 +452,15 @@ def plan_decisions(
     excluded: Exclusions | None = None,
     trapped: DataFrame | None = None,
     delays: DataFrame | None = None,
+    aliased: DataFrame | None = None,
 ) -> DataFrame:
     """Candidates of ``gen`` with every decision: new frontier URLs (deduped, not in crawldb),
     due crawldb URLs and, when ``as_of`` (the generation's clock, epoch seconds) is given and
     recrawl.policy revisits, due revisits (:func:`due_revisits`); given their slot
     (``addresses``: :func:`with_slot`), filtered (``excluded``: the operator's exclusions,
     which apply to revisits too; the other rules never to a revisit: it was fetched under the
-    rules of its time; ``trapped``: URL patterns judged traps), budgeted (``used``: the budgets' use, by default
+    rules of its time; ``trapped``: URL patterns judged traps; ``aliased``: hosts judged
+    aliases, whose revisits are filtered too), budgeted (``used``: the budgets' use, by default
     :func:`attempted_in_crawldb`), capped per host (generate.revisit_share of each host's
     places kept for revisits), held (``held``: slots, :func:`held_slots`), capped by time
     (generate.fetch_seconds at each slot's delay, ``delays``: :func:`cap_by_time`) and per
@@ -472,6 +487,7 @@ def plan_decisions(
                 F.col("filter_reason"),
             ),
         )
+        .transform(lambda df: filter_aliases(df, aliased))
         .transform(lambda df: apply_budgets(df, used or attempted_in_crawldb(crawldb), cfg))
         .transform(lambda df: cap_per_host(df, cfg.generate.max_per_host, share, order))
         .transform(lambda df: hold(df, held))

@@ -30,14 +30,19 @@ def site(server: LocalWeb) -> None:
     server.text("a.site1.net", "/4", page(), content_type="text/html")
 
 
-def follow_row(room: int, *known: str) -> dict:
-    return {"slot": "a.site1.net", "room": room, "known": [url_key(u) for u in known]}
+def follow_row(room: int, *known: str, trapped: tuple[str, ...] = ()) -> dict:
+    return {
+        "slot": "a.site1.net",
+        "room": room,
+        "known": [url_key(u) for u in known],
+        "trapped": list(trapped),
+    }
 
 
-def run(server: LocalWeb, room: int, **changes) -> tuple[dict, list]:
+def run(server: LocalWeb, room: int, trapped: tuple[str, ...] = (), **changes) -> tuple[dict, list]:
     settings = {"politeness__default_delay": DELAY, "crawl__max_depth": 2, **changes}
     cfg = config(server.resolve("a.site1.net", "b.site2.org"), **settings)
-    known = follow_row(room, "http://a.site1.net/known")
+    known = follow_row(room, "http://a.site1.net/known", trapped=trapped)
     records = list(fetch_rows([row("http://a.site1.net/")], cfg, (), follow_rows=[known]))
     fetches = {r["url"]: r for r in records if r["record"] == "fetch"}
     robots = [r for r in records if r["record"] == "robots"]
@@ -75,6 +80,20 @@ def test_the_slots_room_caps_what_is_followed():
     assert sorted(fetches) == ["http://a.site1.net/", "http://a.site1.net/1"]
 
 
+def test_the_time_budget_at_the_slots_delay_caps_what_is_followed():
+    # generate.fetch_seconds = 0.3: at the default delay (0.05 s) the slot may take 7 URLs, all
+    # five; once robots.txt asks Crawl-delay 0.2, 1 + 0.3 // 0.2 = 2: the home page and one link
+    for crawl_delay, expected in ((None, 5), (0.2, 2)):
+        with LocalWeb() as server:
+            site(server)
+            if crawl_delay is not None:
+                server.text(
+                    "a.site1.net", "/robots.txt", f"User-agent: *\nCrawl-delay: {crawl_delay}\n"
+                )
+            fetches, _ = run(server, room=10, generate__fetch_seconds=0.3)
+        assert len(fetches) == expected, (crawl_delay, sorted(fetches))
+
+
 def test_excluded_links_are_not_followed_from_the_rules_or_the_file(tmp_path):
     rules = tmp_path / "exclude.txt"
     rules.write_text("# never the second page\nprefix:http://a.site1.net/2\n")
@@ -86,6 +105,16 @@ def test_excluded_links_are_not_followed_from_the_rules_or_the_file(tmp_path):
         paths = sorted(h.path_qs for h in server.hits_of("a.site1.net"))
     assert sorted(fetches) == ["http://a.site1.net/", "http://a.site1.net/1"]
     assert paths == ["/", "/1", "/robots.txt"]
+
+
+def test_trapped_patterns_and_repeated_segments_are_not_followed():
+    with LocalWeb() as server:
+        server.text("a.site1.net", "/", page("/cal/1", "/cal/2", "/x/x/x/y", "/ok"),
+                    content_type="text/html")  # fmt: skip
+        for path in ("/cal/1", "/cal/2", "/x/x/x/y", "/ok"):
+            server.text("a.site1.net", path, page(), content_type="text/html")
+        fetches, _ = run(server, room=10, trapped=("a.site1.net /cal/{n}", "b.site2.org /ok"))
+    assert sorted(fetches) == ["http://a.site1.net/", "http://a.site1.net/ok"]
 
 
 def test_nothing_is_followed_without_room_without_extraction_or_when_switched_off():
