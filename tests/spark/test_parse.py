@@ -311,6 +311,7 @@ def test_stage_writes_texts_links_frontier_and_is_idempotent(
         "links": 8,  # a and its copy: /, b, new.test/n; b: /, a
         "new_frontier": 2,
         "trap_patterns": 0,
+        "alias_hosts": 0,
     }
     texts, links, frontier = snapshot(spark, crawl_root)
     by_url = {t["url"]: t for t in texts}

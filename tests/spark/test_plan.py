@@ -378,6 +378,7 @@ def test_plan_stage_writes_fetchlist_and_crawldb_and_reruns_identically(spark, p
         "filtered_budget": 1,
         "filtered_excluded": 0,
         "filtered_trap_pattern": 0,
+        "filtered_alias": 0,
         "deferred_cap": 2,
         "deferred_held": 0,
         "deferred_time": 0,
