@@ -88,8 +88,3 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.spark)
         if folder in SLOW_FOLDERS or item.get_closest_marker("e2e"):
             item.add_marker(pytest.mark.slow)
-        # pytest -n 2 --dist loadgroup (make test): a module's tests run in one worker, with
-        # its module fixtures; the modules of the shared e2e crawl in the same one, so it is
-        # crawled once
-        shared = "e2e_crawl" in getattr(item, "fixturenames", ())
-        item.add_marker(pytest.mark.xdist_group("e2e_crawl" if shared else item.module.__name__))

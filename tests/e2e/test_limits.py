@@ -14,7 +14,7 @@ from crawllib.testing import WebSpec, serve_in_thread
 
 pytestmark = pytest.mark.e2e
 
-GENERATIONS = 4
+GENERATIONS = 2  # the home pages, then what they link to
 SEEDS = (
     "http://site0.net/",
     "http://robotsdelay.org/",
