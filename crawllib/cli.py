@@ -86,7 +86,7 @@ def cmd_init(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib.session import get_spark
 
     spark = get_spark(cfg)
-    created = tables.init_tables(spark, args.root)
+    created = tables.init_tables(spark, args.root, upgrade=True)
     root = tables.normalize_root(args.root)
     if created:
         print(f"initialised crawl root {root}: created {', '.join(created)}")

@@ -227,7 +227,7 @@ def run_crawl(
     Returns the generations run now; empty when the crawl had already done them (or has
     nothing left to fetch).
     """
-    created = tables.init_tables(spark, root)
+    created = tables.init_tables(spark, root, upgrade=True)
     if created:
         log.info("initialised crawl root %s", tables.normalize_root(root))
     # Read once: from here on this process is the one recording stage runs, and

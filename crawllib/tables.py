@@ -41,9 +41,18 @@ def table_path(root: str, name: str) -> str:
     return f"{normalize_root(root)}/{name}"
 
 
-def init_tables(spark: SparkSession, root: str) -> list[str]:
+# Every table's Delta properties. Deletion vectors: a MERGE (update's into crawldb above all)
+# marks the rows it replaces in a small file beside each data file it touches, instead of
+# rewriting those files whole; a generation's updates touch rows spread over every crawldb
+# file, so without them update's cost follows crawldb's size, not the generation's.
+TABLE_PROPERTIES = {"delta.enableDeletionVectors": "true"}
+
+
+def init_tables(spark: SparkSession, root: str, upgrade: bool = False) -> list[str]:
     """Create every table that does not exist yet, and add the columns an existing table of an
-    older crawllib lacks (idempotent); return the names created.
+    older crawllib lacks (idempotent); return the names created. upgrade: also give existing
+    tables the TABLE_PROPERTIES they lack (one commit each; reading them costs a moment per
+    table, so `crawl init` and `crawl run` do it, not every stage).
 
     The tables are created from one thread each: every creation is a few small driver-side
     steps, which overlap.
@@ -57,8 +66,12 @@ def init_tables(spark: SparkSession, root: str) -> list[str]:
         path = table_path(root, name)
         if DeltaTable.isDeltaTable(spark, path):
             _add_missing_columns(spark, path, schema)
+            if upgrade:
+                _add_missing_properties(spark, root, name)
             return False
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+        for key, value in TABLE_PROPERTIES.items():
+            builder = builder.property(key, value)
         if partitions:
             builder = builder.partitionedBy(*partitions)
         if name == "hosts" and fresh:
@@ -125,6 +138,16 @@ def _add_missing_columns(spark: SparkSession, path: str, schema: StructType) -> 
         columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
         log.warning("adding columns to %s: %s", path, columns)
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+
+
+def _add_missing_properties(spark: SparkSession, root: str, name: str) -> None:
+    """TABLE_PROPERTIES a table made by an older crawllib lacks are set on it."""
+    detail = DeltaTable.forPath(spark, table_path(root, name)).detail().first()
+    have = (detail["properties"] or {}) if detail is not None else {}
+    for key, value in TABLE_PROPERTIES.items():
+        if have.get(key) != value:
+            log.warning("setting %s = %s on table %s", key, value, name)
+            set_property(spark, root, name, key, value)
 
 
 def read(spark: SparkSession, root: str, name: str) -> DataFrame:

@@ -8,10 +8,11 @@ import time
 
 import pytest
 from delta.tables import DeltaTable
+from pyspark.sql import functions as F
 
 from crawllib import tables
 from crawllib.cli import main
-from crawllib.schemas import TABLES
+from crawllib.schemas import CRAWLDB, TABLES
 from tests.conftest import test_config_overrides
 
 SEEDS = (
@@ -61,10 +62,48 @@ def test_init_creates_every_table_idempotently(spark, root, capsys):
         assert DeltaTable.isDeltaTable(spark, path), name
         detail = DeltaTable.forPath(spark, path).detail().collect()[0]
         assert list(detail["partitionColumns"]) == partitions
+        assert detail["properties"]["delta.enableDeletionVectors"] == "true", name
     capsys.readouterr()
     assert crawl("init", root) == 0
     assert "already initialised" in capsys.readouterr().out
     assert DeltaTable.forPath(spark, tables.table_path(root, "frontier")).history().count() == 1
+
+
+def test_merge_marks_replaced_rows_with_deletion_vectors_and_init_upgrades_old_tables(spark, root):
+    """update's MERGE into crawldb writes the changed rows and a deletion vector per file it
+    touches, never rewrites those files whole; a table made without the property gets it
+    from `crawl init`."""
+    given = {"url_key": "id", "url": "concat('http://h.com/', id)", "host": "'h.com'"}
+    rows = spark.range(2000).selectExpr(
+        *[f"{given.get(f.name, 'NULL')} AS {f.name}" for f in CRAWLDB.fields]
+    )
+    rows = spark.createDataFrame(rows.rdd, CRAWLDB)
+    tables.append(rows.repartition(4), root, "crawldb")
+    changed = (
+        tables.read(spark, root, "crawldb")
+        .where("url_key % 500 = 0")
+        .withColumn("status", F.lit("failed"))
+    )
+    tables.merge(
+        spark,
+        changed,
+        root,
+        "crawldb",
+        keys=["url_key"],
+        update={"status": "s.status"},
+        insert=False,
+    )
+    crawldb = DeltaTable.forPath(spark, tables.table_path(root, "crawldb"))
+    metrics = crawldb.history(1).first()["operationMetrics"]
+    assert int(metrics["numTargetRowsUpdated"]) == 4
+    assert int(metrics["numTargetDeletionVectorsAdded"]) >= 1
+    assert int(metrics["numTargetFilesRemoved"]) == 0
+    assert tables.read(spark, root, "crawldb").where("status = 'failed'").count() == 4
+
+    tables.set_property(spark, root, "hosts", "delta.enableDeletionVectors", None)
+    assert tables.property_of(spark, root, "hosts", "delta.enableDeletionVectors") is None
+    assert crawl("init", root) == 0
+    assert tables.property_of(spark, root, "hosts", "delta.enableDeletionVectors") == "true"
 
 
 def test_in_parallel_runs_actions_at_once_and_raises_the_first_failure_after_all_end(spark):
