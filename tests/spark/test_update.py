@@ -377,12 +377,13 @@ def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
     ]
 
     first = crawldb_rows(spark, root)
+    crawldb_table = DeltaTable.forPath(spark, tables.table_path(root, "crawldb"))
+    version = crawldb_table.history(1).collect()[0]["version"]
     assert update.run(StageRun(spark, root, cfg, GEN)) == counts
     assert crawldb_rows(spark, root) == first
-    history = DeltaTable.forPath(spark, tables.table_path(root, "crawldb")).history(1).collect()
-    assert history[0]["operation"] == "MERGE"
-    assert history[0]["operationMetrics"]["numTargetRowsUpdated"] == "0"
-    assert history[0]["operationMetrics"]["numTargetRowsInserted"] == "0"
+    # the rerun's MERGE changes no row: with deletion vectors Delta commits no version for it
+    history = crawldb_table.history(1).collect()
+    assert history[0]["version"] == version
     assert frontier.count() == 3
 
 
