@@ -34,9 +34,18 @@ def alias_counts(marks: DataFrame, hosts: DataFrame, gen: int) -> DataFrame:
     host) of every page a mark may name, the marked ones and their first copies (gen's pages
     and crawldb). Out: host, of_host, copies, first_gen = gen = ``gen``, updated_at; only pairs
     of two different hosts."""
-    owners = hosts.select("url_key", "host").distinct()
     copies = marks.where(F.col("duplicate_kind") == DuplicateKind.EXACT).select(
         "url_key", "duplicate_of"
+    )
+    # Only the owners of the URLs the marks name (a generation's few keys, broadcast): hosts
+    # holds all of crawldb, which a distinct over every row would shuffle each generation.
+    named = copies.select("url_key").unionByName(
+        copies.select(F.col("duplicate_of").alias("url_key"))
+    )
+    owners = (
+        hosts.select("url_key", "host")
+        .join(F.broadcast(named.distinct()), "url_key", "left_semi")
+        .distinct()
     )
     pairs = copies.join(owners, "url_key").join(
         owners.select(F.col("url_key").alias("duplicate_of"), F.col("host").alias("of_host")),

@@ -102,17 +102,13 @@ def run(run: StageRun) -> ParseResult:
             _write_links(run, extracted, keep_stored=not run.force)
         kept = stored.join(extracted.select("url_key"), "url_key", "left_anti")
         texts = kept.select(*TEXTS.fieldNames()).unionByName(texts_of(extracted))
-        marks, cached = _duplicate_marks(run, texts)
-        try:
-            texts_counts, links_counts, trap_counts = tables.in_parallel(
-                run.spark,
-                lambda: _write_texts(run, texts, marks, replace, None if new else stored),
-                lambda: _write_frontier(run, pages, marks, sitemaps),
-                lambda: _count_patterns(run, pages, marks),
-            )
-        finally:
-            for df in cached:
-                df.unpersist()
+        marks = _duplicate_marks(run, texts)
+        texts_counts, links_counts, trap_counts = tables.in_parallel(
+            run.spark,
+            lambda: _write_texts(run, texts, marks, replace, None if new else stored),
+            lambda: _write_frontier(run, pages, marks, sitemaps),
+            lambda: _count_patterns(run, pages, marks),
+        )
     finally:
         extracted.unpersist()
     result = ParseResult(**texts_counts, extracted=new, **links_counts, **trap_counts)
@@ -137,10 +133,9 @@ def _unmarked(texts: DataFrame) -> DataFrame:
     )
 
 
-def _duplicate_marks(run: StageRun, texts: DataFrame) -> tuple[DataFrame, list[DataFrame]]:
+def _duplicate_marks(run: StageRun, texts: DataFrame) -> DataFrame:
     """The duplicate marks of gen's texts (url_key, duplicate_of, duplicate_kind of the
-    duplicates), judged against earlier generations only, and the DataFrames cached for
-    them (the caller unpersists them once the texts and the frontier are written).
+    duplicates), judged against earlier generations only, computed once and checkpointed.
 
     Marked on MARK_COLUMNS only, then joined back to the rows: the text never goes through
     the duplicate joins or a cache of its own (column batches of page texts in a cache can
@@ -163,12 +158,15 @@ def _duplicate_marks(run: StageRun, texts: DataFrame) -> tuple[DataFrame, list[D
         )
         .where(F.col("duplicate_of").isNotNull())
         .select("url_key", "duplicate_of", "duplicate_kind")
-        .persist(StorageLevel.MEMORY_AND_DISK)
+        # Computed now, from the texts table as it is, into blocks with no lineage: the texts
+        # write, the frontier and the pattern counts (three threads) read them. A persisted
+        # plan would not do: once the texts write commits, the other two threads' queries no
+        # longer matched its cache and reran extraction and marking (51 extractions for 12
+        # in the parse stage test).
+        .localCheckpoint(eager=True)
     )
-    # Computed now, from the texts table as it is: the texts write and the frontier (two
-    # threads) then both read the cache, which the texts write's new version cannot stale.
-    marks.count()
-    return marks, [marks, exact]
+    exact.unpersist()
+    return marks
 
 
 def _write_texts(

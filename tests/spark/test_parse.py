@@ -356,3 +356,17 @@ def test_stage_writes_texts_links_frontier_and_is_idempotent(
     fetched = parse_stage.run(StageRun(spark, other, spark_cfg, 3, first=True))
     assert fetched.as_counts() == {**counts.as_counts(), "extracted": 0}
     assert snapshot(spark, other) == (texts, links, frontier)
+
+
+def test_duplicate_marks_outlive_the_texts_write_without_rereading_it(spark, spark_cfg, crawl_root):
+    # The marks are read by three writer threads while one of them replaces texts of the
+    # generation: they must not be recomputed from (or name) the texts table.
+    run = StageRun(spark, crawl_root, spark_cfg, 3)
+    texts = texts_of(extract_pages(tables.read(spark, crawl_root, "pages"), spark_cfg))
+    marks = parse_stage._duplicate_marks(run, texts)
+    plan = marks._jdf.queryExecution().analyzed().toString()
+    assert "Relation" not in plan and "LogicalRDD" in plan
+    before = sorted(r.asDict().items() for r in marks.collect())
+    assert len(before) == 1  # a.html, an exact copy of copy.html
+    tables.append(texts, crawl_root, "texts")  # a new version of the table the marks came from
+    assert sorted(r.asDict().items() for r in marks.collect()) == before
