@@ -192,11 +192,16 @@ def mark_exact_duplicates(texts_new: DataFrame, texts_prior: DataFrame) -> DataF
     columns, with duplicate_of = url_key of the first copy and duplicate_kind = "exact" (rows
     already marked are kept). Errors and empty texts are never duplicates.
     """
-    copies = (
-        _has_text(texts_new)
+    new = _has_text(texts_new).select("content_hash", "gen", "url_key")
+    # Only earlier texts with one of the generation's hashes can be a first copy: the rest of
+    # the crawl's history is scanned (three narrow columns) but not shuffled or aggregated
+    # (a generation's hashes are small enough for a broadcast join).
+    prior = (
+        _has_text(texts_prior)
         .select("content_hash", "gen", "url_key")
-        .unionByName(_has_text(texts_prior).select("content_hash", "gen", "url_key"))
+        .join(new.select("content_hash").distinct(), "content_hash", "left_semi")
     )
+    copies = new.unionByName(prior)
     firsts = copies.groupBy("content_hash").agg(
         F.min(F.struct("gen", "url_key")).alias("first_copy")
     )
@@ -253,14 +258,21 @@ def mark_near_duplicates(
         ).select("gen", "url_key", "simhash")
 
     new = eligible(texts_new.where(F.col("duplicate_of").isNull()))
+    probes = new.select("simhash").distinct()
+    a = _with_bands(probes, k).alias("a")
+    # Only earlier texts sharing a band with a probe can be its neighbours (and every text of
+    # such a SimHash does): the rest of the history is scanned, not shuffled or aggregated.
+    prior = (
+        _with_bands(eligible(texts_prior), k)
+        .join(a.select("band", "value").distinct(), ["band", "value"], "left_semi")
+        .select("gen", "url_key", "simhash")
+    )
     firsts = (
         eligible(texts_new)
-        .unionByName(eligible(texts_prior))
+        .unionByName(prior)
         .groupBy("simhash")
         .agg(F.min(F.struct("gen", "url_key")).alias("first_copy"))
     )
-    probes = new.select("simhash").distinct()
-    a = _with_bands(probes, k).alias("a")
     b = _with_bands(firsts, k).alias("b")
     neighbours = a.join(
         b,
