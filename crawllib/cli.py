@@ -259,6 +259,58 @@ def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
+def _maintain_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument(
+        "--every",
+        type=_every_arg,
+        default=None,
+        metavar="K",
+        help="only when the latest finished generation is a multiple of K, else say so and "
+        "exit 0 (for schedulers)",
+    )
+
+
+def _every_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--every {text!r}: expected a number of generations >= 1")
+    return value
+
+
+@command(
+    "maintain",
+    "table upkeep between generations: compact partitions of many small files, delete files "
+    "no recent version uses (VACUUM), checkpoint",
+    _maintain_args,
+    writes=True,
+)
+def cmd_maintain(args: argparse.Namespace, cfg: Config) -> int:
+    import json
+
+    from crawllib import generations, maintain
+    from crawllib.output import WRITERS
+
+    spark = _crawl_session(cfg, args.root, writes=True)
+    ledger = generations.read_ledger(spark, args.root)
+    skipped = maintain.skip_reason(ledger.states, args.every) if args.every else None
+    if skipped:
+        if args.format == "json":
+            print(json.dumps({"skipped": skipped, "every": args.every}))
+        else:
+            print(f"maintain skipped: {skipped}")
+        return 0
+    done = maintain.maintain(spark, args.root, cfg, ledger)
+    WRITERS[args.format](maintain.COLUMNS, [dataclasses.astuple(u) for u in done], sys.stdout)
+    if args.format == "table":
+        print(maintain.summary(done))
+    return 0
+
+
 def _config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=["show"], help="show: print the effective configuration")
 

@@ -540,6 +540,24 @@ class StorageConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class MaintainConfig:
+    min_files: int = setting(
+        4,
+        "`crawl maintain` compacts a table partition (a generation; a whole table when it has "
+        "none) holding more files than this",
+        at_least(1),
+    )
+    vacuum_hours: float = setting(
+        168.0,
+        "`crawl maintain` deletes the files no table version of the last this many hours uses; "
+        "it must exceed the longest a stage or a reader (crawl sql, a notebook) runs. Below 168 "
+        "Delta refuses unless spark.conf sets "
+        "spark.databricks.delta.retentionDurationCheck.enabled = false",
+        positive,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
 class SparkConfig:
     master: str = setting("local[*]", "Spark master; empty leaves it to spark-submit")
     app_name: str = setting("crawllib", "Spark application name")
@@ -572,6 +590,7 @@ class Config:
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
     parse: ParseConfig = dataclasses.field(default_factory=ParseConfig)
     storage: StorageConfig = dataclasses.field(default_factory=StorageConfig)
+    maintain: MaintainConfig = dataclasses.field(default_factory=MaintainConfig)
     spark: SparkConfig = dataclasses.field(default_factory=SparkConfig)
 
 

@@ -128,6 +128,12 @@ def next_gen(states: States) -> int:
     return max(done) + 1 if done else 0
 
 
+def last_done(states: States) -> int | None:
+    """The latest generation whose update is done; None before the first is."""
+    done = [g for (g, s), st in states.items() if s == Stage.UPDATE and st == StageState.DONE]
+    return max(done) if done else None
+
+
 def due_gen(states: States, stage: str) -> int:
     """The generation a stage should run next (``--gen next``): the first whose prerequisite
     is done and whose own run is not; when none is, the last it has done (running it again

@@ -58,6 +58,9 @@ def spark_conf(cfg: Config) -> dict[str, str]:
             conf["spark.pyspark.driver.python"] = sys.executable
             # Delta rebuilds table state with a shuffle; 50 partitions only cost time on one machine.
             conf["spark.databricks.delta.snapshotPartitions"] = "2"
+            # VACUUM lists a table's folders in this many tasks (default 10000): on one machine
+            # their scheduling is nearly the whole cost of `crawl maintain`.
+            conf["spark.sql.sources.parallelPartitionDiscovery.parallelism"] = "2"
     if s.delta_jars == "download":
         jars = cached_jars(s.jars_cache)
         if jars:

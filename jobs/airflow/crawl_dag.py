@@ -2,6 +2,9 @@
 
 Four ``spark-submit`` tasks, ``plan >> fetch >> parse >> update``; each runs
 ``jobs/<stage>.py ROOT --gen GEN --config CONFIG`` with the crawllib zip on ``--py-files``.
+Then ``maintain`` runs ``jobs/maintain.py ROOT --every K --config CONFIG``: table upkeep
+(`crawl maintain`), which does nothing unless the latest finished generation is a multiple of
+K (``maintain_every``).
 
 Install: copy this file into the DAGs folder of an Airflow (2.10+ or 3.x) that has
 ``apache-airflow-providers-apache-spark``; give the ``spark_default`` connection (or another,
@@ -17,6 +20,7 @@ Params (the trigger form, or ``airflow dags trigger crawl_generation -c '{...}'`
   jobs_dir, py_files, config   override ``{artifacts}/jobs``, ``{artifacts}/crawllib.zip``,
              ``{artifacts}/conf/emr.toml``
   conn_id    Spark connection id (default ``spark_default``)
+  maintain_every   upkeep after generations 0, K, 2K, ... (default 10)
 
 Retries are safe: each stage skips itself when its generation is already done, and a rerun of
 an unfinished stage replaces that stage's own output (fetch also skips its committed slices).
@@ -58,9 +62,27 @@ def _optional(text: str) -> Param:
     return Param(None, type=["null", "string"], description=text)
 
 
+def submit(task_id: str, args: list[str], **overrides: object) -> StageSubmit:
+    """``spark-submit jobs/<task_id>.py ROOT ARGS --config CONFIG``, in the DAG being defined."""
+    return StageSubmit(
+        task_id=task_id,
+        conn_id="{{ params.conn_id }}",
+        application=f"{JOBS_DIR}/{task_id}.py",
+        py_files=PY_FILES,
+        application_args=["{{ params.root }}", *args, "--config", CONFIG],
+        conf={
+            "spark.speculation": "false",
+            # Airflow owns retries; a second YARN attempt would only double them.
+            "spark.yarn.maxAppAttempts": "1",
+        },
+        name=f"crawl-{task_id}",
+        **overrides,
+    )
+
+
 with DAG(
     dag_id="crawl_generation",
-    description="One crawl generation: plan, fetch, parse, update (spark-submit)",
+    description="One crawl generation: plan, fetch, parse, update, maintain (spark-submit)",
     doc_md=__doc__,
     schedule=SCHEDULE,
     start_date=datetime(2025, 1, 1, tzinfo=UTC),
@@ -80,6 +102,13 @@ with DAG(
         "py_files": _optional("crawllib zip; default {artifacts}/crawllib.zip"),
         "config": _optional("config TOML read by the driver; default {artifacts}/conf/emr.toml"),
         "conn_id": Param("spark_default", type="string", description="Spark connection id"),
+        "maintain_every": Param(
+            10,
+            type="integer",
+            minimum=1,
+            description="table upkeep (compaction, VACUUM) after the generations that are "
+            "multiples of this",
+        ),
     },
     default_args={
         "retries": 3,
@@ -89,22 +118,16 @@ with DAG(
     },
 ) as dag:
     tasks = [
-        StageSubmit(
-            task_id=stage,
-            conn_id="{{ params.conn_id }}",
-            application=f"{JOBS_DIR}/{stage}.py",
-            py_files=PY_FILES,
-            application_args=["{{ params.root }}", "--gen", "{{ params.gen }}", "--config", CONFIG],
-            conf={
-                "spark.speculation": "false",
-                # Airflow owns retries; a second YARN attempt would only double them.
-                "spark.yarn.maxAppAttempts": "1",
-            },
-            name=f"crawl-{stage}",
+        submit(
+            stage,
+            ["--gen", "{{ params.gen }}"],
             # Fetch is network-bound and long; a retry redoes only its uncommitted slices.
             **({"retries": 2, "execution_timeout": timedelta(hours=8)} if stage == "fetch" else {}),
         )
         for stage in STAGES
     ]
+    # Table upkeep after the generation's update; the job itself skips unless the latest
+    # finished generation is a multiple of maintain_every (it reads the generations table).
+    tasks.append(submit("maintain", ["--every", "{{ params.maintain_every }}"]))
     for upstream, downstream in zip(tasks, tasks[1:], strict=False):
         upstream >> downstream

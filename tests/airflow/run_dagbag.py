@@ -4,7 +4,8 @@ Runs inside the Airflow venv (``.venv-airflow``), not the project's:
 
     .venv-airflow/bin/python tests/airflow/run_dagbag.py DAG_FOLDER [param=value ...]
 
-The params given override the DAGs' defaults when the templated fields are rendered.
+The params given (numbers as numbers, the rest as text) override the DAGs' defaults when the
+templated fields are rendered.
 Output: ``{"airflow_version", "import_errors", "dags": {dag_id: {..., "tasks": [...]}}}``
 with the tasks in topological order, each with its upstream ids, operator class and
 rendered ``application``, ``application_args``, ``py_files``, ``conf`` and connection id.
@@ -43,7 +44,7 @@ def load(folder: str) -> DagBag:
     return DagBag(**kwargs)
 
 
-def rendered(task, overrides: dict[str, str]) -> dict:
+def rendered(task, overrides: dict[str, object]) -> dict:
     """The task's templated fields rendered with the DAG's default params plus overrides."""
     params = copy.deepcopy(task.params)
     for key, value in overrides.items():
@@ -68,7 +69,7 @@ def rendered(task, overrides: dict[str, str]) -> dict:
     }
 
 
-def describe(dag, overrides: dict[str, str]) -> dict:
+def describe(dag, overrides: dict[str, object]) -> dict:
     tasks = []
     for task in dag.topological_sort():
         info = {
@@ -94,9 +95,18 @@ def describe(dag, overrides: dict[str, str]) -> dict:
     }
 
 
+def _value(text: str):
+    """A param value as a trigger's JSON conf gives it: a number for "3", else the text."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, int | float) else text
+
+
 def main(argv: list[str]) -> int:
     folder, pairs = argv[0], argv[1:]
-    overrides = dict(pair.split("=", 1) for pair in pairs)
+    overrides = {key: _value(text) for key, text in (pair.split("=", 1) for pair in pairs)}
     bag = load(folder)
     report = {
         "airflow_version": airflow.__version__,

@@ -23,6 +23,7 @@ AIRFLOW_PYTHON = REPO / ".venv-airflow" / "bin" / "python"
 RUN_DAGBAG = REPO / "tests" / "airflow" / "run_dagbag.py"
 DAG_ID = "crawl_generation"
 STAGES = ["plan", "fetch", "parse", "update"]
+TASKS = [*STAGES, "maintain"]
 ROOT = "s3a://bucket/crawl"
 
 
@@ -81,14 +82,14 @@ def test_dag_folder_loads_without_import_errors(report: dict) -> None:
     assert list(report["dags"]) == [DAG_ID]
 
 
-def test_stages_run_in_order(dag: dict) -> None:
+def test_stages_run_in_order_then_maintain(dag: dict) -> None:
     tasks = dag["tasks"]
-    assert [t["task_id"] for t in tasks] == STAGES
-    assert [t["upstream"] for t in tasks] == [[], ["plan"], ["fetch"], ["parse"]]
+    assert [t["task_id"] for t in tasks] == TASKS
+    assert [t["upstream"] for t in tasks] == [[], ["plan"], ["fetch"], ["parse"], ["update"]]
 
 
 def test_each_stage_submits_its_job_for_the_generation_due(dag: dict) -> None:
-    for task in dag["tasks"]:
+    for task in dag["tasks"][: len(STAGES)]:
         stage = task["task_id"]
         assert task["is_spark_submit"], f"{stage} is a {task['operator']}"
         assert task["application"].endswith(f"/jobs/{stage}.py")
@@ -98,6 +99,18 @@ def test_each_stage_submits_its_job_for_the_generation_due(dag: dict) -> None:
         assert task["py_files"].endswith("/crawllib.zip")
         assert task["conf"]["spark.speculation"] == "false"
         assert task["conn_id"] == "spark_default"
+
+
+def test_maintain_submits_its_job_every_ten_generations_by_default(dag: dict) -> None:
+    task = dag["tasks"][-1]
+    assert task["is_spark_submit"], task["operator"]
+    assert task["application"].endswith("/jobs/maintain.py")
+    assert task["application_args"][:3] == [ROOT, "--every", "10"]
+    assert task["application_args"][3] == "--config"
+    assert task["application_args"][4].endswith("/conf/emr.toml")
+    assert task["py_files"].endswith("/crawllib.zip")
+    assert task["conf"]["spark.speculation"] == "false"
+    assert dag["params"]["maintain_every"] == 10
 
 
 def test_one_run_at_a_time_and_retries_bounded(dag: dict) -> None:
@@ -119,6 +132,7 @@ def test_params_rerun_a_given_generation_elsewhere(airflow_python: Path) -> None
         "artifacts=s3://bucket/artifacts",
         "config=/home/hadoop/crawl.toml",
         "conn_id=spark_emr",
+        "maintain_every=3",
     )["dags"][DAG_ID]
     fetch = dag["tasks"][1]
     assert fetch["application"] == "s3://bucket/artifacts/jobs/fetch.py"
@@ -131,3 +145,13 @@ def test_params_rerun_a_given_generation_elsewhere(airflow_python: Path) -> None
         "/home/hadoop/crawl.toml",
     ]
     assert fetch["conn_id"] == "spark_emr"
+    maintain = dag["tasks"][-1]
+    assert maintain["application"] == "s3://bucket/artifacts/jobs/maintain.py"
+    assert maintain["application_args"] == [
+        "s3a://other/crawl",
+        "--every",
+        "3",
+        "--config",
+        "/home/hadoop/crawl.toml",
+    ]
+    assert maintain["conn_id"] == "spark_emr"

@@ -24,6 +24,9 @@ def test_required_keys_exist_with_their_names():
     assert "crawllib" in cfg.fetch.user_agent and "http" in cfg.fetch.user_agent
     assert cfg.network.resolve == {}
     assert cfg.network.allow_private is False
+    assert cfg.maintain.min_files == 4
+    assert cfg.maintain.vacuum_hours == 168.0  # Delta's own default retention, one week
+    assert load_config(overrides=["maintain.vacuum_hours=1"]).maintain.vacuum_hours == 1.0
 
 
 def test_load_order_defaults_then_files_then_set(tmp_path):
@@ -80,6 +83,10 @@ def test_resolve_table_from_set_and_file(tmp_path):
         ('network.nameservers=["8.8.8.8", "dns.google"]', ["nameservers", "'dns.google'"]),
         ('fetch.content_types=["html"]', ["fetch.content_types", "media types"]),
         ('spark.conf={"a" = {"b" = 1}}', ["spark.conf", "plain values"]),
+        ("maintain.min_files=0", ["maintain.min_files", "0", ">= 1"]),
+        ("maintain.vacuum_hours=0", ["maintain.vacuum_hours", "0", "> 0"]),
+        ("maintain.vacuum_hours=-168", ["maintain.vacuum_hours", "-168", "> 0"]),
+        ("maintain.vacuum_hours=a week", ["maintain.vacuum_hours", "'a week'", "a number"]),
     ],
 )
 def test_bad_values_are_refused_with_key_value_and_allowed(override, fragments):

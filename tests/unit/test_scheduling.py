@@ -12,11 +12,13 @@ from crawllib.errors import StageOrderError
 from crawllib.generations import (
     RunRow,
     due_gen,
+    last_done,
     latest_of,
     next_gen,
     next_seed_gen,
     prerequisite,
 )
+from crawllib.maintain import skip_reason
 from crawllib.pipeline import should_run
 
 T = dt.datetime(2026, 1, 1, 12, 0, 0)
@@ -48,6 +50,19 @@ def test_next_gen_is_the_first_unfinished_generation():
     assert next_gen({**done(0), **done(1, through="parse"), (1, "update"): "failed"}) == 1
     # a started generation below a finished one (a forced rerun) comes first
     assert next_gen({**done(0, 2), (1, "plan"): "running"}) == 1
+
+
+def test_maintain_every_k_runs_after_generations_that_are_multiples_of_k():
+    assert last_done({}) is None
+    assert skip_reason({}, 3) == "no generation has finished yet"
+    # generation 6 is running: the latest finished one is 5
+    states = {**done(0, 1, 2, 3, 4, 5), **done(6, through="fetch")}
+    assert last_done(states) == 5
+    assert skip_reason(states, 3) == ("the latest finished generation, 5, is not a multiple of 3")
+    assert skip_reason(states, 5) is None and skip_reason(states, 1) is None
+    assert skip_reason({**states, (6, "update"): "failed"}, 3) is not None
+    assert skip_reason({**states, (6, "update"): "done"}, 3) is None
+    assert skip_reason(done(0), 10) is None  # after generation 0, 10, 20, ...
 
 
 def test_due_gen_gives_each_stage_the_generation_it_should_run():

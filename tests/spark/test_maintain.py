@@ -1,0 +1,255 @@
+"""`crawl maintain` on a crawl root of many small files: the partitions above maintain.min_files
+become one file each with the same rows, a second run changes nothing, VACUUM deletes the
+replaced files once they are older than its retention, and the command keeps the writer lease,
+the retention check, the integrity check and `--every`."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import json
+import os
+import shutil
+import time
+
+import pytest
+
+from crawllib import cli, generations, lease, maintain, tables
+from crawllib.config import replace
+from crawllib.errors import TableBehind
+from crawllib.schemas import CRAWLDB, FRONTIER
+
+T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
+MIN_FILES = 2  # fewer commits to make than with the default, 4
+# frontier: generation -> one-file appends (above MIN_FILES: 0 and 2 are compacted)
+APPENDS = {0: 4, 1: 2, 2: 3}
+COMPACTED = {0: 1, 1: 2, 2: 1}
+CRAWLDB_APPENDS = 3  # and a MERGE, which adds a fourth file and deletion vectors
+TESTED = ("frontier", "crawldb")
+
+
+@pytest.fixture(scope="module")
+def cfg(spark_cfg):
+    return replace(spark_cfg, maintain__min_files=MIN_FILES)
+
+
+def frontier_rows(gen: int, batch: int) -> list[tuple]:
+    return [
+        (gen, f"http://h{batch}.test/{gen}/{i}", gen * 1000 + batch * 10 + i, f"h{batch}.test")
+        + (f"h{batch}.test", 1, None, "link", T0, 1.0, None)
+        for i in range(3)
+    ]
+
+
+def crawldb_rows(batch: int, status: str = "queued") -> list[tuple]:
+    base = {f.name: None for f in CRAWLDB.fields}
+    rows = []
+    for i in range(3):
+        key = batch * 10 + i
+        row = {**base, "url_key": key, "url": f"http://h.test/{key}", "host": "h.test"}
+        row.update(status=status, reason="seed", attempts=0, depth=0, first_gen=0, next_gen=0)
+        rows.append(tuple(row[f.name] for f in CRAWLDB.fields))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def small_files(spark, template_root, tmp_path_factory):
+    """A root of small files, made once: frontier generations of APPENDS one-file appends;
+    crawldb of CRAWLDB_APPENDS appends, then a MERGE updating one row of each (deletion
+    vectors)."""
+    root = str(tmp_path_factory.mktemp("small_files") / "crawl")
+    shutil.copytree(template_root, root)
+    for gen, batches in APPENDS.items():
+        for batch in range(batches):
+            df = spark.createDataFrame(frontier_rows(gen, batch), FRONTIER).coalesce(1)
+            tables.append(df, root, "frontier")
+    for batch in range(CRAWLDB_APPENDS):
+        df = spark.createDataFrame(crawldb_rows(batch), CRAWLDB).coalesce(1)
+        tables.append(df, root, "crawldb")
+    fetched = [r for b in range(CRAWLDB_APPENDS) for r in crawldb_rows(b, "fetched")[:1]]
+    update = {"status": "s.status"}
+    tables.merge(
+        spark, spark.createDataFrame(fetched, CRAWLDB).coalesce(1), root, "crawldb",
+        ["url_key"], update=update, insert=False,
+    )  # fmt: skip
+    return root
+
+
+@pytest.fixture
+def root(small_files, tmp_path):
+    """A copy of the small-files root for this test (Delta logs hold relative paths)."""
+    shutil.copytree(small_files, tmp_path / "crawl")
+    return str(tmp_path / "crawl")
+
+
+def rows(spark, root, name):
+    return sorted(tuple(r) for r in tables.read(spark, root, name).collect())
+
+
+def frontier_files(spark, root) -> dict[int, int]:
+    """generation -> files of the frontier's latest version."""
+    counts = maintain.file_counts(spark, tables.table_path(root, "frontier"), ["gen"])
+    return {int(gen): files for (gen,), (files, _) in counts.items()}
+
+
+def files_on_disk(root, name) -> set[str]:
+    """Data and deletion-vector files in the table's folder, as paths relative to it."""
+    top = tables.table_path(root, name)
+    return {
+        os.path.relpath(os.path.join(folder, f), top)
+        for folder, dirs, files in os.walk(top)
+        if "_delta_log" not in folder
+        for f in files
+        if not f.startswith((".", "_"))
+    }
+
+
+def data_files(spark, root, name) -> set[str]:
+    """The data files the table's latest version reads, relative to its folder."""
+    top = "file:" + tables.table_path(root, name) + "/"
+    return {path.removeprefix(top) for path in tables.read(spark, root, name).inputFiles()}
+
+
+@contextlib.contextmanager
+def jvm_console(spark):
+    """What the JVM prints with Scala's println (to the process's stdout) during the block."""
+    jvm = spark.sparkContext._jvm
+    console = getattr(getattr(jvm.scala, "Console$"), "MODULE$")
+    buffer = jvm.java.io.ByteArrayOutputStream()
+    out = console.out()
+    console.setOutDirect(jvm.java.io.PrintStream(buffer, True))
+    try:
+        yield lambda: buffer.toString()
+    finally:
+        console.setOutDirect(out)
+
+
+def by_table(done):
+    return {u.table: u for u in done}
+
+
+def test_maintain_compacts_partitions_of_many_files_keeps_rows_and_is_idempotent(spark, cfg, root):
+    frontier, crawldb = rows(spark, root, "frontier"), rows(spark, root, "crawldb")
+    assert sum(r[4] == "fetched" for r in crawldb) == CRAWLDB_APPENDS  # the MERGE's updates
+    assert frontier_files(spark, root) == APPENDS
+    on_disk = files_on_disk(root, "frontier")
+
+    with jvm_console(spark) as printed:
+        done = by_table(maintain.maintain(spark, root, cfg, names=TESTED))
+    assert printed() == ""  # VACUUM's "Deleted 0 files ..." lines went to stderr, not stdout
+
+    # partitions above min_files (2) are one file each; generation 1 (2 files) is left alone
+    assert frontier_files(spark, root) == COMPACTED
+    f = done["frontier"]
+    assert (f.files_before, f.files_after) == (9, 4)
+    assert (f.partitions_compacted, f.files_compacted) == (2, 7)
+    assert f.bytes_after < f.bytes_before
+    c = done["crawldb"]  # no partitions: the whole table, its deletion vectors applied
+    assert (c.files_before, c.files_after, c.partitions_compacted) == (CRAWLDB_APPENDS + 1, 1, 1)
+    # the same rows: the MERGE's updates kept, the rows they replaced not back
+    assert rows(spark, root, "frontier") == frontier
+    assert rows(spark, root, "crawldb") == crawldb
+    # a week's retention: the replaced files stay on disk for readers of older versions
+    assert f.files_vacuumed == c.files_vacuumed == 0
+    assert on_disk < files_on_disk(root, "frontier")
+
+    again = by_table(maintain.maintain(spark, root, cfg, names=TESTED))
+    for upkeep in again.values():
+        assert (upkeep.partitions_compacted, upkeep.files_compacted) == (0, 0), upkeep
+        assert upkeep.files_before == upkeep.files_after == done[upkeep.table].files_after
+    assert frontier_files(spark, root) == COMPACTED
+
+
+@pytest.fixture
+def retention_check_off(spark):
+    """The operator's word that no reader runs longer than maintain.vacuum_hours (test only)."""
+    spark.conf.set(maintain.RETENTION_CHECK, "false")
+    yield
+    spark.conf.unset(maintain.RETENTION_CHECK)
+
+
+def test_vacuum_deletes_replaced_files_older_than_its_retention_only_when_confirmed(
+    spark, cfg, root, capsys, request
+):
+    maintain.maintain(spark, root, cfg, names=TESTED)
+    frontier, crawldb = rows(spark, root, "frontier"), rows(spark, root, "crawldb")
+    kept = {name: files_on_disk(root, name) for name in TESTED}
+    assert len(kept["frontier"]) == 9 + 2  # the 7 replaced files are still there
+
+    # under a week, Delta's check refuses: one line, exit 2, nothing deleted
+    assert cli.main(["maintain", root, "--set", "maintain.vacuum_hours=24"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("crawl maintain: config key 'maintain.vacuum_hours': 24 is below")
+    assert maintain.RETENTION_CHECK in err and "\n" not in err
+    assert {name: files_on_disk(root, name) for name in TESTED} == kept
+
+    request.getfixturevalue("retention_check_off")
+    time.sleep(1.5)  # the replaced files are now older than a retention of one second
+    one_second = replace(cfg, maintain__vacuum_hours=1 / 3600)
+    done = by_table(maintain.maintain(spark, root, one_second, names=TESTED))
+    assert done["frontier"].files_vacuumed == 7
+    assert done["crawldb"].files_vacuumed >= CRAWLDB_APPENDS + 1  # and its deletion vectors
+    # exactly the files the latest version reads are left (crawldb's deletion vectors were
+    # applied by the compaction: their files went too)
+    for name in TESTED:
+        assert files_on_disk(root, name) == data_files(spark, root, name), name
+    assert len(files_on_disk(root, "frontier")) == 4
+    assert rows(spark, root, "frontier") == frontier
+    assert rows(spark, root, "crawldb") == crawldb
+
+
+def record_done(spark, root, *gens):
+    for gen in gens:
+        generations.record(spark, root, gen, "update", "done", T0)
+
+
+def test_every_k_maintains_after_a_multiple_of_k_and_prints_json(spark, root, capsys):
+    record_done(spark, root, 0, 1, 2, 3)
+    every = ["--every", "2", "--set", f"maintain.min_files={MIN_FILES}"]
+    assert cli.main(["maintain", root, *every, "--format", "json"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert [json.loads(line) for line in out] == [
+        {"skipped": "the latest finished generation, 3, is not a multiple of 2", "every": 2}
+    ]
+    assert frontier_files(spark, root) == APPENDS  # nothing done
+
+    record_done(spark, root, 4)
+    assert cli.main(["maintain", root, *every, "--format", "json"]) == 0
+    report = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert [r["table"] for r in report] == list(tables.TABLES)
+    assert all(list(r) == list(maintain.COLUMNS) for r in report)
+    frontier = next(r for r in report if r["table"] == "frontier")
+    assert (frontier["files_before"], frontier["files_after"]) == (9, 4)
+    assert frontier["partitions_compacted"] == 2
+    assert frontier_files(spark, root) == COMPACTED
+    # the generations table (one file per record) was compacted too
+    assert next(r for r in report if r["table"] == "generations")["files_after"] == 1
+
+
+def test_a_second_writer_or_a_table_behind_its_record_stops_maintain(
+    spark, spark_cfg, cfg, root, capsys
+):
+    with lease.hold(root, "crawl generation --gen 3", spark_cfg):
+        assert cli.main(["maintain", root]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("crawl maintain: the crawl root is being written by `crawl generation")
+    assert "\n" not in err
+    assert frontier_files(spark, root) == APPENDS
+
+    # a stage recorded a frontier version the table no longer reaches: VACUUM would delete
+    # the files a restore needs, so nothing is done
+    versions = {"frontier": 999}
+    generations.record(spark, root, 0, "update", "done", T0, versions=versions)
+    with pytest.raises(TableBehind, match="table frontier is at version"):
+        maintain.maintain(spark, root, cfg, names=TESTED)
+    assert frontier_files(spark, root) == APPENDS
+
+
+def test_the_summary_line_adds_up_the_tables():
+    upkeep = maintain.TableUpkeep("frontier", 14, 1400, 2, 11, 0, 0, 5, 700, 1.5)
+    line = maintain.summary([upkeep, dataclasses.replace(upkeep, table="texts")])
+    assert line == (
+        "28 files before, 10 after: 4 partitions compacted (22 files replaced), "
+        "0 old files deleted (0 bytes), 3 s"
+    )
