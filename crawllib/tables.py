@@ -96,6 +96,14 @@ def property_of(spark: SparkSession, root: str, name: str, key: str) -> str | No
     return (detail["properties"] or {}).get(key) if detail is not None else None
 
 
+def size_of(spark: SparkSession, root: str, name: str) -> tuple[int, int]:
+    """(data files, bytes) of table ``name``'s current version, from its log."""
+    detail = DeltaTable.forPath(spark, table_path(root, name)).detail().first()
+    if detail is None:
+        return 0, 0
+    return int(detail["numFiles"] or 0), int(detail["sizeInBytes"] or 0)
+
+
 def set_property(spark: SparkSession, root: str, name: str, key: str, value: str | None) -> None:
     """Set (or with None unset) a Delta table property of table ``name``: one commit."""
     lease.check_writable(root)

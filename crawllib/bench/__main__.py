@@ -18,6 +18,7 @@ BENCHMARKS = {
     "memory": "crawllib.bench.memory",
     "recrawl": "crawllib.bench.recrawl",
     "priority": "crawllib.bench.priority",
+    "scale": "crawllib.bench.scale",
 }
 
 

@@ -271,6 +271,9 @@ def render(r: dict[str, Any], quick: bool = False) -> str:
         from crawllib.bench.priority import render as priority_details
 
         lines += ["", "Measure 10, priority:", "", priority_details(r["priority"])]
+    from crawllib.bench.scale import DETAILS as scale_details
+
+    lines += ["", scale_details]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,250 @@
+"""Scale: one generation of ``--urls`` URLs on crawls whose crawldb holds each of ``--rows``.
+
+For each size a synthetic crawl root is built (crawllib.bench.scale_build: ten generations of
+history, a frontier for the next) or taken from the cache under ``--work``, copied, and its
+next generation run: plan, parse and update are the real stages (``pipeline.run_stage``), the
+fetch is synthetic (crawllib.bench.scale_fetch). Per stage: wall seconds and CPU seconds of
+the driver, the JVM and the Python workers (crawllib.bench.procs), and each table's data
+files and bytes before and after the generation. The report ends with the ratio of the
+largest size's figures to the smallest's, per stage; the goal is at most 1.5 for 10x rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from crawllib import config, pipeline, tables
+from crawllib.bench.procs import ProcessTree
+from crawllib.bench.scale_build import build_seconds, cached_root, clone_root
+from crawllib.bench.scale_data import DAY, T0, ScaleSpec
+from crawllib.bench.scale_fetch import run_fetch
+from crawllib.bench.stages import bench_config
+from crawllib.config import Config
+from crawllib.stages.base import StageResult
+from crawllib.vocab import STAGES, Stage
+
+log = logging.getLogger(__name__)
+
+FULL_ROWS, FULL_URLS = "1000000,10000000", 100_000
+QUICK_ROWS, QUICK_URLS = "10000,100000", 2_000
+GOAL = 1.5  # largest / smallest, per stage
+ROLES = ("driver", "jvm", "python_workers")
+# Each stage's counts worth a column in the report.
+SHOWN = {
+    Stage.PLAN: ("candidates", "planned", "revisits"),
+    Stage.FETCH: ("urls", "ok", "not_modified"),
+    Stage.PARSE: ("pages", "exact_duplicates", "near_duplicates", "new_frontier"),
+    Stage.UPDATE: ("urls", "new", "revisited", "changed"),
+}
+
+
+# The report's paragraph on this benchmark (crawllib.bench.suite prints it; the suite does not
+# run it: building a root of 10^7 URLs takes longer than the rest of the suite).
+DETAILS = (
+    "**11. Scale** (`python -m crawllib.bench scale --rows 1000000,10000000 --urls 100000 "
+    "--work DIR`, run alone: figures in the notes below): one generation of `--urls` URLs on "
+    "crawl roots whose crawldb holds each of `--rows` URLs. A root is synthetic, built in "
+    "Spark built-ins (`crawllib/bench/scale_build.py`, cached under DIR/roots): rows / 100 "
+    "hosts, URLs per host Zipf-like (rank^-2/3); crawldb statuses fetched 62%, queued 12%, "
+    "gone 6%, duplicate 5%, redirected 4%, filtered 3.5%, failed 3%, robots_denied 2%, "
+    "noindex 1%, dead 1%, blocked 0.5%; ten earlier generations: per stored URL a page (a few "
+    "dozen bytes of HTML) and a text (about 400 characters), about 10 links to the next "
+    "pages of its host; fetches and fetchlist rows per attempted URL; robots, hosts and traps "
+    "rows; url_key as the crawler computes it (MurmurHash3 in Spark expressions, checked "
+    "against `crawllib.urls.url_key`). The generation's candidates: 60% new URLs of its "
+    "frontier (which also links 10% as many known URLs), 20% queued and 5% failed URLs due, "
+    "15% revisits due; all of them planned (no per-host cap or budget cuts). Plan, parse and "
+    "update are the real stages on a copy of the root; fetch is synthetic "
+    "(`crawllib/bench/scale_fetch.py`: pages, texts, links, fetches and hosts rows of the "
+    "planned URLs, 91.5% ok or 304, in one slice). Per stage: wall and CPU seconds of the "
+    "driver, the JVM and the Python workers; per table: Delta data files and bytes before and "
+    "after. Goal: each stage at most 1.5 × as long at 10^7 rows as at 10^6."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rows", default=FULL_ROWS, help="crawldb sizes, comma-separated")
+    parser.add_argument("--urls", type=int, default=FULL_URLS, help="URLs planned")
+    parser.add_argument("--work", default="", help="cache of built roots and runs (default: temp)")
+    parser.add_argument("--event-log", default="", help="write Spark event logs to this folder")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"rows {QUICK_ROWS}, urls {QUICK_URLS}"
+    )
+    parser.add_argument("--driver-memory", default="4g", help="spark.driver.memory")
+    parser.add_argument(
+        "--no-warmup", action="store_true", help="skip the untimed small generation"
+    )
+
+
+def scale_config(spec: ScaleSpec, driver_memory: str = "", event_log: str = "") -> Config:
+    """The benchmark's config (crawllib.bench.stages.bench_config, 8 shuffle partitions as
+    conf/local.toml) for a spec: the crawl's clock on the measured generation's day, room for
+    all its URLs (no per-host cap, budget or depth cuts them)."""
+    conf: dict[str, str] = {}
+    if driver_memory:
+        conf["spark.driver.memory"] = driver_memory
+    if event_log:
+        os.makedirs(event_log, exist_ok=True)
+        conf.update(
+            {"spark.eventLog.enabled": "true", "spark.eventLog.dir": os.path.abspath(event_log)}
+        )
+    now = T0.timestamp() + spec.gen * DAY
+    return config.replace(
+        bench_config(),
+        spark__shuffle_partitions=8,
+        spark__conf=conf,
+        crawl__now=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+        crawl__max_depth=spec.gen + 5,
+        generate__max_per_host=spec.urls,
+        generate__host_budget=10**9,
+        generate__domain_budget=10**9,
+    )
+
+
+def table_sizes(spark: SparkSession, root: str) -> dict[str, tuple[int, int]]:
+    return {name: tables.size_of(spark, root, name) for name in tables.TABLES}
+
+
+def run_generation(spark: SparkSession, spec: ScaleSpec, root: str, cfg: Config) -> dict[str, Any]:
+    """Run the measured generation on ``root``: per stage its wall and CPU seconds and counts."""
+    out: dict[str, Any] = {}
+    for stage in STAGES:
+        with ProcessTree() as tree:
+            t0 = time.perf_counter()
+            result: StageResult | None = (
+                run_fetch(spark, root, spec)
+                if stage == Stage.FETCH
+                else pipeline.run_stage(spark, root, cfg, spec.gen, stage)
+            )
+            wall = time.perf_counter() - t0
+        figures = tree.figures()
+        cpu = figures.cpu
+        assert result is not None, f"{stage} was done already"
+        out[stage] = {
+            "wall_s": wall,
+            "cpu_s": {role: cpu.get(role, 0.0) for role in ROLES},
+            "processes": {role: figures.processes.get(role, 0) for role in ROLES},
+            "counts": result.as_counts(),
+        }
+        log.info("scale %s: %s %.1fs", spec.name, stage, wall)
+    return out
+
+
+def measure(
+    spark: SparkSession, spec: ScaleSpec, work: str, cfg: Config, keep: bool = False
+) -> dict[str, Any]:
+    """Build (or reuse) the root of ``spec``, copy it and run its next generation."""
+    source = cached_root(spark, spec, work)
+    root = os.path.join(os.path.abspath(work), "runs", spec.name)
+    shutil.rmtree(root, ignore_errors=True)
+    t0 = time.perf_counter()
+    clone_root(source, root)
+    copy_s = time.perf_counter() - t0
+    try:
+        before = table_sizes(spark, root)
+        stages = run_generation(spark, spec, root, cfg)
+        after = table_sizes(spark, root)
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return {
+        "rows": spec.rows,
+        "urls": spec.urls,
+        "hosts": spec.host_count,
+        "build_s": build_seconds(source),
+        "copy_s": copy_s,
+        "stages": stages,
+        "before": before,
+        "after": after,
+    }
+
+
+def main(args: argparse.Namespace) -> None:
+    rows = QUICK_ROWS if args.quick else args.rows
+    urls = QUICK_URLS if args.quick else args.urls
+    specs = [ScaleSpec(rows=int(n), urls=int(urls)) for n in str(rows).split(",")]
+    work = args.work or tempfile.mkdtemp(prefix="crawllib-scale-")
+    from crawllib.session import get_spark
+
+    spark = get_spark(scale_config(specs[0], args.driver_memory, args.event_log))
+    logging.getLogger("crawllib").setLevel(logging.INFO)
+    try:
+        if not (args.quick or args.no_warmup):  # JIT and class loading, outside the figures
+            warm = ScaleSpec(rows=10_000, urls=2_000)
+            measure(spark, warm, work, scale_config(warm))
+        results = [measure(spark, spec, work, scale_config(spec)) for spec in specs]
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    print(render(results))
+    if args.work:
+        with open(os.path.join(work, "scale-results.json"), "w") as fh:
+            json.dump(results, fh, indent=1)
+
+
+def ratios(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """stage -> wall and CPU of the largest size over the smallest's."""
+    small, large = min(results, key=lambda r: r["rows"]), max(results, key=lambda r: r["rows"])
+    out = {}
+    for stage in STAGES:
+        a, b = small["stages"][stage], large["stages"][stage]
+        out[stage] = {
+            "wall": b["wall_s"] / a["wall_s"],
+            "cpu": sum(b["cpu_s"].values()) / max(sum(a["cpu_s"].values()), 1e-9),
+        }
+    return out
+
+
+def render(results: list[dict[str, Any]]) -> str:
+    """Markdown: a table of stages and one of tables per size, then the ratios."""
+    lines = []
+    for r in results:
+        lines += [
+            f"### crawldb {r['rows']:,} URLs, {r['hosts']:,} hosts, generation of {r['urls']:,} URLs",
+            "",
+            f"Root built in {r['build_s']:.0f} s (cached after), copied in {r['copy_s']:.1f} s.",
+            "",
+            "| stage | wall s | CPU s | driver | JVM | Python workers | counts |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for stage in STAGES:
+            s = r["stages"][stage]
+            cpu = s["cpu_s"]
+            shown = ", ".join(f"{k} {s['counts'].get(k, 0):,}" for k in SHOWN[stage])
+            name = "fetch (synthetic)" if stage == Stage.FETCH else stage
+            lines.append(
+                f"| {name} | {s['wall_s']:.1f} | {sum(cpu.values()):.1f} | "
+                + " | ".join(f"{cpu[role]:.1f}" for role in ROLES)
+                + f" | {shown} |"
+            )
+        lines += [
+            "",
+            "| table | files before | files after | MiB before | MiB after |",
+            "|---|---|---|---|---|",
+        ]
+        for name in tables.TABLES:
+            (f0, b0), (f1, b1) = r["before"][name], r["after"][name]
+            lines.append(f"| {name} | {f0:,} | {f1:,} | {b0 / 2**20:.1f} | {b1 / 2**20:.1f} |")
+        lines.append("")
+    if len(results) > 1:
+        small = min(r["rows"] for r in results)
+        large = max(r["rows"] for r in results)
+        lines += [
+            f"### Ratio {large:,} / {small:,} rows (goal: each stage ≤ {GOAL})",
+            "",
+            "| stage | wall | CPU | met |",
+            "|---|---|---|---|",
+        ]
+        for stage, q in ratios(results).items():
+            met = "yes" if q["wall"] <= GOAL else "**no**"
+            lines.append(f"| {stage} | {q['wall']:.2f} | {q['cpu']:.2f} | {met} |")
+    return "\n".join(lines)
