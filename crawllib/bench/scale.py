@@ -94,8 +94,12 @@ def scale_config(spec: ScaleSpec, driver_memory: str = "", event_log: str = "") 
         conf["spark.driver.memory"] = driver_memory
     if event_log:
         os.makedirs(event_log, exist_ok=True)
-        conf.update(
-            {"spark.eventLog.enabled": "true", "spark.eventLog.dir": os.path.abspath(event_log)}
+        conf.update(  # uncompressed: JSON lines any tool reads
+            {
+                "spark.eventLog.enabled": "true",
+                "spark.eventLog.dir": os.path.abspath(event_log),
+                "spark.eventLog.compress": "false",
+            }
         )
     now = T0.timestamp() + spec.gen * DAY
     return config.replace(
