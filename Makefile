@@ -9,8 +9,8 @@ STAMP  := $(VENV)/.installed
 
 install: $(STAMP)
 
-# Creates the venv, installs the project with its test extra, and fetches the Delta jars
-# from Maven Central once into ~/.cache/crawllib/ivy (later runs use the cached jars).
+# Creates the venv, installs the project with its test extra, and fetches the Delta and S3A
+# jars from Maven Central once into ~/.cache/crawllib/ivy (later runs use the cached jars).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip

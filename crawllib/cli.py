@@ -69,7 +69,9 @@ def _root(p: argparse.ArgumentParser) -> None:
 def _seed_args(p: argparse.ArgumentParser) -> None:
     _root(p)
     p.add_argument(
-        "file", help="text file (one URL a line, # comments) or CSV/Parquet with a url column"
+        "file",
+        help="text file (one URL a line, # comments) or CSV/Parquet with a url column; "
+        "local or a URI (s3a://bucket/seeds.txt)",
     )
 
 
@@ -328,7 +330,10 @@ def cmd_config(args: argparse.Namespace, cfg: Config) -> int:
 def _export_warc_args(p: argparse.ArgumentParser) -> None:
     _root(p)
     p.add_argument("--gen", type=int, required=True, help="generation whose pages are exported")
-    p.add_argument("out_dir", help="local folder for crawl-gen{N}-{part:05d}.warc.gz files")
+    p.add_argument(
+        "out_dir",
+        help="folder for crawl-gen{N}-{part:05d}.warc.gz files: local, or a URI (s3a://bucket/warc)",
+    )
     p.add_argument(
         "--max-file-bytes", type=int, default=None, help="start a new file past this size (1 GB)"
     )

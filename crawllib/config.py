@@ -568,7 +568,12 @@ class SparkConfig:
         "download",
         "download: fetch Delta jars once into jars_cache; provided: the cluster has them",
     )
-    jars_cache: str = setting("~/.cache/crawllib/ivy", "where Delta jars are cached")
+    s3_jars: Literal["download", "provided"] = setting(
+        "download",
+        "download: a session this process starts (master set) gets the S3A jars, fetched "
+        "once into jars_cache; provided: the cluster or spark-submit --jars has them",
+    )
+    jars_cache: str = setting("~/.cache/crawllib/ivy", "where the Delta and S3A jars are cached")
     conf: dict[str, str | int | float | bool] = setting(
         {}, "extra Spark conf, key -> value", _check_conf
     )

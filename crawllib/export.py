@@ -1,22 +1,28 @@
-"""``crawl export-warc``: a generation's raw ``pages`` as WARC 1.1 files on the driver's disk.
+"""``crawl export-warc``: a generation's raw ``pages`` as WARC 1.1 files, in a local folder or
+at a URI (``s3a://bucket/warc``).
 
 The pages of the generation (with the IP address and fetch time of the fetch that produced
 each, from ``fetches``) are streamed to the driver ordered by url_key with ``toLocalIterator``,
-one partition in memory at a time, and handed to :mod:`crawllib.warc`, which writes them.
+one partition in memory at a time, and handed to :mod:`crawllib.warc`, which writes them on
+the driver's disk. For a URI each file is written to a temporary folder and uploaded as soon
+as it is complete, so the driver holds one file at a time.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
-from collections.abc import Iterable, Iterator
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import tables, warc
+from crawllib import hadoopfs, tables, warc
 from crawllib.config import Config
 from crawllib.vocab import Outcome
 
@@ -113,10 +119,8 @@ def export_warc(
 ) -> ExportResult:
     """Write generation gen's pages to ``out_dir/crawl-gen{gen}-{part:05d}.warc.gz``.
 
-    out_dir must be a local folder (the driver writes it). No pages, no file.
+    out_dir is a local folder or a URI Hadoop writes (``s3a://bucket/warc``). No pages, no file.
     """
-    if "://" in out_dir or out_dir.startswith("file:"):
-        raise ValueError(f"OUT_DIR {out_dir!r} must be a local folder (the driver writes it)")
     if max_bytes is not None and max_bytes < 1:
         raise ValueError(f"--max-file-bytes {max_bytes}: expected a number of bytes >= 1")
     pages = tables.read(spark, root, "pages")
@@ -127,12 +131,35 @@ def export_warc(
     captures = _with_progress(
         (to_capture(r) for r in rows.toLocalIterator(prefetchPartitions=False)), gen
     )
-    files = warc.write_files(
+    write = functools.partial(
+        warc.write_files,
         captures,
-        out_dir,
-        gen,
-        cfg.fetch.user_agent,
-        max_bytes or warc.ROLLOVER_BYTES,
+        gen=gen,
+        user_agent=cfg.fetch.user_agent,
+        max_bytes=max_bytes or warc.ROLLOVER_BYTES,
         info={"isPartOf": f"crawl-gen{gen}", "description": f"pages of crawl generation {gen}"},
     )
+    files = (
+        _write_at_uri(spark, write, out_dir, gen) if hadoopfs.is_uri(out_dir) else write(out_dir)
+    )
     return ExportResult(total, sum(f.captures for f in files), files)
+
+
+def _write_at_uri(
+    spark: SparkSession, write: Callable[..., list[warc.FileReport]], uri: str, gen: int
+) -> list[warc.FileReport]:
+    """``write(folder, done=...)`` into a temporary folder, each file uploaded to uri once it is
+    complete; then gen's parts that an earlier, longer export left at uri are removed."""
+    base = uri.rstrip("/")
+
+    def upload(report: warc.FileReport) -> None:
+        target = f"{base}/{os.path.basename(report.path)}"
+        hadoopfs.upload(spark, report.path, target)
+        report.path = target
+
+    with tempfile.TemporaryDirectory(prefix="crawllib-warc-") as folder:
+        files = write(folder, done=upload)
+    for name in warc.stale_parts(hadoopfs.list_names(spark, base), gen, len(files)):
+        log.info("removed %s/%s, left by an earlier export of generation %d", base, name, gen)
+        hadoopfs.delete(spark, f"{base}/{name}")
+    return files

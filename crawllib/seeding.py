@@ -1,13 +1,14 @@
 """Seeding: a file of URLs -> frontier rows of the next generation to plan, and crawldb rows.
 
 Input: a text file (one URL a line, ``#`` comments, blank lines ignored) or a CSV/Parquet path
-with a ``url`` column. Every URL is normalised; invalid ones are reported with their line (or
+with a ``url`` column, local or at a URI (``s3a://bucket/seeds.txt``). Every URL is normalised; invalid ones are reported with their line (or
 row) number and reason and the valid ones still land. Seeding is idempotent: URLs already in
 crawldb, or already in the target generation of the frontier, are not added again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -17,7 +18,7 @@ from urllib.parse import urlsplit
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import tables
+from crawllib import hadoopfs, tables
 from crawllib.config import Config
 from crawllib.netsafety import host_problem
 from crawllib.schemas import FRONTIER, columns_of
@@ -73,10 +74,16 @@ def check_url(text: str, cfg: Config) -> tuple[str | None, str | None]:
     return url, None
 
 
-def read_text_seeds(path: str) -> Iterator[tuple[int, str]]:
-    """(line number, text) of every non-blank, non-comment line."""
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for number, line in enumerate(fh, start=1):
+def read_text_seeds(spark: SparkSession, path: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every non-blank, non-comment line of a local or URI text file."""
+    with contextlib.ExitStack() as stack:
+        lines: Iterable[str]
+        if hadoopfs.is_uri(path):
+            data = hadoopfs.read_bytes(spark, path)
+            lines = data.decode("utf-8", errors="replace").splitlines()
+        else:
+            lines = stack.enter_context(open(path, encoding="utf-8", errors="replace"))
+        for number, line in enumerate(lines, start=1):
             text = line.strip()
             if text and not text.startswith("#"):
                 yield number, text
@@ -98,17 +105,20 @@ def read_table_seeds(spark: SparkSession, path: str) -> Iterator[tuple[int, str]
         yield number, (row["url"] or "").strip()
 
 
-def is_text_file(path: str) -> bool:
-    return os.path.isfile(path) and not path.endswith((".csv", ".parquet"))
+def is_text_file(spark: SparkSession, path: str) -> bool:
+    """A file (not a folder of part files) that is neither CSV nor Parquet."""
+    if path.endswith((".csv", ".parquet")):
+        return False
+    return hadoopfs.is_file(spark, path) if hadoopfs.is_uri(path) else os.path.isfile(path)
 
 
 def seed(spark: SparkSession, root: str, path: str, cfg: Config, gen: int) -> SeedReport:
     """Normalise, dedup and write seeds as frontier rows of ``gen`` plus queued crawldb rows."""
-    if not os.path.exists(path) and "://" not in path:
+    if not (hadoopfs.exists(spark, path) if hadoopfs.is_uri(path) else os.path.exists(path)):
         raise FileNotFoundError(f"seed file {path} does not exist")
-    text_file = is_text_file(path)
+    text_file = is_text_file(spark, path)
     lines: Iterable[tuple[int, str]] = (
-        read_text_seeds(path) if text_file else read_table_seeds(spark, path)
+        read_text_seeds(spark, path) if text_file else read_table_seeds(spark, path)
     )
     report = SeedReport(gen=gen)
     rows: dict[int, tuple] = {}

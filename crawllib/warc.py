@@ -14,6 +14,7 @@ the original values are kept as ``X-Crawler-<Name>`` (the Common Crawl conventio
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import gzip
 import hashlib
@@ -23,7 +24,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import BinaryIO
 from urllib.parse import urlsplit
@@ -278,12 +279,14 @@ def write_files(
     user_agent: str,
     max_bytes: int = ROLLOVER_BYTES,
     info: Mapping[str, object] | None = None,
+    done: Callable[[FileReport], None] | None = None,
 ) -> list[FileReport]:
     """Write captures to ``OUT_DIR/crawl-gen{gen}-{part:05d}.warc.gz``, rolling at max_bytes.
 
     Streams: holds one capture at a time. No captures, no file. Each file is written under a
-    ``.part`` name and renamed when complete; parts of an earlier export of the same gen that
-    this one did not rewrite are removed, so a rerun leaves exactly this export's files.
+    ``.part`` name and renamed when complete, then handed to ``done`` (which may move it and
+    set its report's path); parts of an earlier export of the same gen that this one did not
+    rewrite are removed, so a rerun leaves exactly this export's files.
     Returns the files written, in order.
     """
     os.makedirs(out_dir, exist_ok=True)
@@ -295,6 +298,8 @@ def write_files(
         assert writer is not None and handle is not None
         handle.close()
         os.replace(writer.report.path + ".part", writer.report.path)
+        if done is not None:
+            done(writer.report)
         reports.append(writer.report)
         log.info(
             "wrote %s: %d captures, %d records, %d bytes",
@@ -322,15 +327,19 @@ def write_files(
     finally:
         if handle is not None:  # an error mid-file: leave no complete-looking file behind
             handle.close()
-            os.remove(handle.name)
-    _remove_stale_parts(out_dir, gen, {r.path for r in reports})
+            with contextlib.suppress(FileNotFoundError):  # renamed before ``done`` failed
+                os.remove(handle.name)
+    for name in stale_parts(os.listdir(out_dir), gen, len(reports)):
+        path = os.path.join(out_dir, name)
+        log.info("removed %s, left by an earlier export of generation %d", path, gen)
+        os.remove(path)
     return reports
 
 
-def _remove_stale_parts(out_dir: str, gen: int, written: set[str]) -> None:
-    pattern = re.compile(rf"crawl-gen{gen}-\d{{5}}\.warc\.gz")
-    for name in sorted(os.listdir(out_dir)):
-        path = os.path.join(out_dir, name)
-        if pattern.fullmatch(name) and path not in written:
-            log.info("removed %s, left by an earlier export of generation %d", path, gen)
-            os.remove(path)
+def stale_parts(names: Iterable[str], gen: int, written: int) -> list[str]:
+    """The names among ``names`` of gen's part files past the first ``written`` parts: what
+    an earlier, longer export of gen left behind."""
+    pattern = re.compile(rf"crawl-gen{gen}-(\d{{5}})\.warc\.gz")
+    return sorted(
+        n for n in names if (m := pattern.fullmatch(n)) is not None and int(m.group(1)) >= written
+    )

@@ -182,5 +182,21 @@ def test_generation_without_pages_writes_nothing(root, tmp_path, capsys):
     assert crawl("export-warc", root, "--gen", "7", str(out)) == 0
     assert "generation 7 has no pages; no WARC file written" in capsys.readouterr().out
     assert not out.exists() or list(out.iterdir()) == []
-    assert crawl("export-warc", root, "--gen", "1", "s3a://bucket/warc") == 2
-    assert "must be a local folder" in capsys.readouterr().err
+
+
+def test_export_to_a_uri_uploads_each_file_and_a_rerun_replaces_them(root, tmp_path, capsys):
+    # a URI is written through Hadoop's file system: file: here, s3a:// in tests/e2e/test_s3.py
+    out = tmp_path / "warc"
+    uri = out.as_uri()
+
+    def files() -> list[str]:  # Hadoop's local file system adds a .crc file beside each
+        return sorted(p.name for p in out.iterdir() if p.name.endswith(".warc.gz"))
+
+    assert crawl("export-warc", root, "--gen", "1", uri, "--max-file-bytes", "1") == 0
+    assert files() == [warc.part_name(1, part) for part in range(4)]
+    capsys.readouterr()
+    assert crawl("export-warc", root, "--gen", "1", uri) == 0
+    assert files() == ["crawl-gen1-00000.warc.gz"]
+    assert f"wrote {uri}/crawl-gen1-00000.warc.gz: 13 records" in capsys.readouterr().out
+    records = read_records(out / "crawl-gen1-00000.warc.gz")
+    assert [r[0] for r in records] == ["warcinfo", *["request", "response", "metadata"] * 4]

@@ -198,6 +198,19 @@ def test_seeding_appends_and_a_rerun_after_a_crash_between_its_writes_adds_no_do
     ]
 
 
+def test_seed_from_a_text_file_at_a_uri(root, tmp_path, capsys):
+    # a URI is read through Hadoop's file system: file: here, s3a:// in tests/e2e/test_s3.py
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(SEEDS)
+    uri = seeds.as_uri()
+    assert crawl("seed", root, uri) == 0
+    out, err = capsys.readouterr()
+    assert f"{uri}:6: invalid seed 'mailto:someone@site2.org'" in err
+    assert "3 new" in out
+    assert crawl("seed", root, f"{uri}.missing") == 2
+    assert f"seed file {uri}.missing does not exist" in capsys.readouterr().err
+
+
 def test_seed_from_csv_and_parquet(spark, root, tmp_path, capsys):
     csv = tmp_path / "seeds.csv"
     csv.write_text("url,label\nhttp://a.site4.com/x,ok\nftp://a.site4.com/,bad\n")

@@ -45,6 +45,7 @@ def test_profiles_load():
         load_config([ROOT / "conf" / f"{name}.toml"])
     emr = load_config([ROOT / "conf" / "emr.toml"])
     assert emr.spark.master == "" and emr.spark.delta_jars == "provided"
+    assert emr.spark.s3_jars == "provided"
 
 
 def test_resolve_table_from_set_and_file(tmp_path):

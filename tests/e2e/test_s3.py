@@ -1,0 +1,134 @@
+"""A crawl on S3: the crawl root, the seed file and the WARC export are ``s3a://`` URIs on an
+S3-compatible server on 127.0.0.1 (moto), reached through the S3A settings of the config file,
+by `crawl` commands in their own processes, as an operator runs them. Checked through the S3
+API (boto3), not through the crawler."""
+
+from __future__ import annotations
+
+import io
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from crawllib import lease
+from crawllib.config import config_toml, load_config, replace
+from crawllib.testing import WebSpec, serve_in_thread
+from crawllib.urls import normalize_url
+from tests.conftest import test_config_overrides
+
+pytestmark = pytest.mark.e2e
+
+BUCKET = "crawl"
+ROOT = f"s3a://{BUCKET}/root"
+SEEDS = f"s3a://{BUCKET}/seeds.txt"
+WARC = f"s3a://{BUCKET}/warc"
+MAX_DEPTH = 1  # generation 0 fetches every page (the fetch follows same-host links)
+GENERATIONS = 2  # pages are due again seconds after a visit: generation 1 revisits them
+
+
+@pytest.fixture(scope="module")
+def s3a():
+    """A moto S3 server on 127.0.0.1; the S3A settings that reach it (any key is accepted)."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield {
+        "spark.hadoop.fs.s3a.endpoint": f"http://{host}:{port}",
+        "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.access.key": "test",
+        "spark.hadoop.fs.s3a.secret.key": "test",
+    }
+    server.stop()
+
+
+def crawl(work: Path, *argv: str) -> subprocess.CompletedProcess:
+    """`crawl ARGV` with work/crawl.toml, in work."""
+    config = str(work / "crawl.toml")
+    done = subprocess.run(
+        [sys.executable, "-m", "crawllib.cli", *argv, "--config", config],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if done.returncode != 0:
+        trace = [line for line in done.stderr.splitlines() if not line.startswith("\tat ")]
+        pytest.fail(f"crawl {argv[0]}: exit {done.returncode}\n" + "\n".join(trace)[-6000:])
+    return done
+
+
+@pytest.fixture(scope="module")
+def on_s3(s3a, tmp_path_factory):
+    """`crawl run` from S3 seeds into an S3 root, then `crawl export-warc` of generation 0 to
+    S3: their outputs, the S3 client, the pages expected."""
+    work = tmp_path_factory.mktemp("s3")
+    with serve_in_thread(WebSpec(seed=11, hosts=3, pages_per_host=6, special=False)) as web:
+        base = load_config(overrides=test_config_overrides())
+        cfg = replace(
+            base,
+            spark__conf={**base.spark.conf, **s3a},
+            network__resolve=web.resolve,
+            crawl__max_depth=MAX_DEPTH,
+            politeness__default_delay=0.1,
+            storage__fetch_slices=1,
+            recrawl__default_interval_hours=0.001,
+        )
+        (work / "crawl.toml").write_text(config_toml(cfg))
+        client = lease.s3_client(cfg)  # the lease's client, configured from the same keys
+        client.create_bucket(Bucket=BUCKET)
+        seeds = ["# home pages", *web.seeds(), "mailto:someone@example.com"]
+        client.put_object(Bucket=BUCKET, Key="seeds.txt", Body="\n".join(seeds).encode())
+        run = crawl(work, "run", ROOT, "--seeds", SEEDS, "--generations", str(GENERATIONS))
+        expected = web.expected_fetches(MAX_DEPTH)
+    export = crawl(work, "export-warc", ROOT, "--gen", "0", WARC)
+    return {
+        "run": run,
+        "export": export,
+        "client": client,
+        "expected": {normalize_url(u) for u in expected},
+        "work": work,
+    }
+
+
+def keys(client, prefix: str) -> list[str]:
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+    return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+
+def test_the_crawl_reads_its_seeds_from_s3_and_writes_its_tables_there(on_s3):
+    assert "ran generations 0, 1" in on_s3["run"].stdout
+    # a text seed file, read line by line: the invalid line is reported with its number
+    assert f"{SEEDS}:5: invalid seed 'mailto:someone@example.com'" in on_s3["run"].stderr
+    stored = keys(on_s3["client"], "root/")
+    assert "root/pages/_delta_log/00000000000000000000.json" in stored
+    # pages of both generations (1 revisited 0), the crawl's state, the writer lease
+    partitions = {k.split("/")[2] for k in stored if k.startswith("root/pages/gen=")}
+    assert partitions == {"gen=0", "gen=1"}
+    assert any(k.startswith("root/crawldb/") and k.endswith(".parquet") for k in stored)
+    assert "root/_writer.lease" in stored
+    # nothing took a URI for a local path
+    assert not [p for p in on_s3["work"].iterdir() if p.name.startswith("s3a")]
+
+
+def test_the_warc_export_reads_the_pages_table_on_s3_and_writes_to_s3(on_s3):
+    assert keys(on_s3["client"], "warc/") == ["warc/crawl-gen0-00000.warc.gz"]
+    assert f"wrote {WARC}/crawl-gen0-00000.warc.gz" in on_s3["export"].stdout
+    got = on_s3["client"].get_object(Bucket=BUCKET, Key="warc/crawl-gen0-00000.warc.gz")
+    records = list(ArchiveIterator(io.BytesIO(got["Body"].read()), check_digests="raise"))
+    assert records[0].rec_type == "warcinfo"
+    assert {r.rec_type for r in records} == {"warcinfo", "request", "response", "metadata"}
+    responses = [
+        normalize_url(r.rec_headers.get_header("WARC-Target-URI"))
+        for r in records
+        if r.rec_type == "response"
+    ]
+    assert sorted(responses) == sorted(on_s3["expected"])  # every page, once
