@@ -18,6 +18,7 @@ BENCHMARKS = {
     "memory": "crawllib.bench.memory",
     "recrawl": "crawllib.bench.recrawl",
     "priority": "crawllib.bench.priority",
+    "sql": "crawllib.bench.sql",
 }
 
 
