@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as dt
 import logging
 import os
 import sys
@@ -80,6 +81,13 @@ def _sql_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", help='SQL over the crawl tables, e.g. "SELECT count(*) FROM frontier"')
     p.add_argument("--format", choices=["table", "json", "csv"], default="table")
     p.add_argument("--limit", type=int, default=None, help="print at most this many rows")
+    p.add_argument(
+        "--engine",
+        choices=["auto", "duckdb", "spark"],
+        default="auto",
+        help="duckdb: DuckDB over delta-rs, no JVM (the sql extra); spark: Spark SQL; auto "
+        "(default): duckdb for a local root when installed, else spark",
+    )
 
 
 @command("init", "create the crawl tables under ROOT (idempotent)", _root, writes=True)
@@ -117,6 +125,23 @@ def cmd_seed(args: argparse.Namespace, cfg: Config) -> int:
 
 @command("sql", "run a read-only query over the crawl tables (each visible by its name)", _sql_args)
 def cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib import duckdb_sql
+    from crawllib.output import WRITERS
+
+    engine = args.engine
+    if engine == "auto":
+        local = args.root.startswith("file:") or "://" not in args.root
+        engine = "duckdb" if local and duckdb_sql.available() else "spark"
+    if engine == "duckdb":
+        columns, rows = duckdb_sql.run_query(args.root, args.query, cfg, args.limit)
+        WRITERS[args.format](columns, rows, sys.stdout)
+        return 0
+    return _spark_sql(args, cfg)
+
+
+def _spark_sql(args: argparse.Namespace, cfg: Config) -> int:
+    from pyspark.sql.types import TimestampType
+
     from crawllib.errors import QueryRefused
     from crawllib.output import WRITERS
     from crawllib.readonly import first_line, run_query
@@ -125,7 +150,12 @@ def cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
     df = run_query(spark, args.root, args.query)
     if args.limit is not None:
         df = df.limit(args.limit)
-    rows = (tuple(r) for r in df.toLocalIterator())
+    # PySpark gives timestamps in this machine's time zone, naive: they print in UTC, as DuckDB's
+    times = [i for i, f in enumerate(df.schema.fields) if isinstance(f.dataType, TimestampType)]
+    rows = (
+        tuple(v.astimezone(dt.UTC) if i in times and v is not None else v for i, v in enumerate(r))
+        for r in df.toLocalIterator()
+    )
     try:
         WRITERS[args.format](df.columns, rows, sys.stdout)
     except Exception as exc:  # the query failed while it ran (a bad cast, say)

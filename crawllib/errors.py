@@ -28,5 +28,18 @@ class BadRoot(ValueError):
     write to (for a command that writes)."""
 
 
+class EngineUnavailable(RuntimeError):
+    """`crawl sql --engine duckdb` cannot run here: its packages are not installed, or the crawl
+    root is on storage it does not read."""
+
+
 # What the CLI reports as one line and exit 2 rather than a traceback.
-USER_ERRORS = (StageOrderError, QueryRefused, LeaseHeld, LeaseLost, TableBehind, BadRoot)
+USER_ERRORS = (
+    StageOrderError,
+    QueryRefused,
+    LeaseHeld,
+    LeaseLost,
+    TableBehind,
+    BadRoot,
+    EngineUnavailable,
+)

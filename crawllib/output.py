@@ -11,6 +11,9 @@ from typing import Any, TextIO
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        # times print in UTC without an offset, as the tables hold them
+        value = value.astimezone(dt.UTC).replace(tzinfo=None)
     if isinstance(value, dt.datetime | dt.date):
         return value.isoformat()
     if isinstance(value, bytes | bytearray):

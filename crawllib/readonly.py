@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from crawllib import tables
+from crawllib.catalog import ONLY_QUERIES, not_a_table
 from crawllib.errors import QueryRefused
 
 # Logical plan nodes (simple class names) a read-only statement may contain.
@@ -97,10 +98,7 @@ class _Guard:
     def plan(self, node: Any) -> None:
         name = node.getClass().getSimpleName()
         if name not in QUERY_NODES:
-            raise QueryRefused(
-                f"only queries run here (SELECT, WITH, VALUES, SHOW, DESCRIBE, EXPLAIN over the "
-                f"crawl's tables); refused: {_statement(node)}"
-            )
+            raise QueryRefused(f"{ONLY_QUERIES}; refused: {_statement(node)}")
         if name in RELATION_NODES:
             self.relation(list(_seq(node.multipartIdentifier())))
         elif name == "UnresolvedTableValuedFunction":
@@ -140,11 +138,7 @@ class _Guard:
             return
         if len(parts) == 2 and parts[0].lower() == "delta" and parts[1].rstrip("/") in self.paths:
             return
-        raise QueryRefused(
-            f"{'.'.join(parts)} is not a table of this crawl; the tables are: "
-            f"{', '.join(tables.TABLES)}, the views {', '.join(tables.VIEWS)} "
-            "(or delta.`ROOT/<table>`)"
-        )
+        raise QueryRefused(not_a_table(".".join(parts), spark=True))
 
 
 def _statement(node: Any) -> str:

@@ -21,7 +21,7 @@ from pyspark.sql.types import StructType
 from pyspark.util import inheritable_thread_target
 
 from crawllib import lease
-from crawllib.schedule import freshness_query
+from crawllib.catalog import LATER_TABLES, VIEWS
 from crawllib.schemas import TABLES
 
 log = logging.getLogger(__name__)
@@ -114,11 +114,6 @@ def set_property(spark: SparkSession, root: str, name: str, key: str, value: str
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{key}' = '{value}')")
 
 
-# Tables a crawl root made by an older crawllib may lack: the first command that writes
-# creates them (`require`), readers skip them until then (`register_views`).
-LATER_TABLES = frozenset({"hosts", "dns", "sitemaps", "traps", "probes"})
-
-
 def exists(spark: SparkSession, root: str, name: str) -> bool:
     return bool(DeltaTable.isDeltaTable(spark, table_path(root, name)))
 
@@ -168,29 +163,6 @@ def one_row(df: DataFrame) -> Row:
     if row is None:
         raise ValueError("expected one row, got none")
     return row
-
-
-# Views over the versions pages and texts keep (one row per visit that stored a page): the
-# latest of each URL, and the history of a URL's text. A revisit answered 304 stores none, so
-# its latest version is the one stored before.
-_LATEST = (
-    "SELECT * EXCEPT (_newest) FROM (SELECT *, row_number() OVER "
-    "(PARTITION BY url_key ORDER BY gen DESC, slice DESC) AS _newest FROM {table}) "
-    "WHERE _newest = 1"
-)
-VIEWS = {
-    "latest_texts": _LATEST.format(table="texts"),
-    "latest_pages": _LATEST.format(table="pages"),
-    "text_history": (
-        "SELECT t.url_key, t.url, t.gen, p.fetched_at, t.content_hash, t.text_chars, "
-        "CASE WHEN lag(t.content_hash) OVER w IS NULL THEN NULL "
-        "ELSE NOT (lag(t.content_hash) OVER w <=> t.content_hash) END AS changed "
-        "FROM texts t LEFT JOIN pages p ON p.gen = t.gen AND p.url_key = t.url_key "
-        "WINDOW w AS (PARTITION BY t.url_key ORDER BY t.gen)"
-    ),
-    # pages with a stored version, how many are due, and the estimated share still current
-    "freshness": freshness_query(),
-}
 
 
 def register_views(spark: SparkSession, root: str) -> None:

@@ -19,6 +19,7 @@ BENCHMARKS = {
     "recrawl": "crawllib.bench.recrawl",
     "priority": "crawllib.bench.priority",
     "scale": "crawllib.bench.scale",
+    "sql": "crawllib.bench.sql",
 }
 
 

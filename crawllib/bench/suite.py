@@ -30,6 +30,7 @@ FULL: dict[str, dict[str, Any]] = {
     "memory": {"body_sizes": (4 * 2**20, 40 * 2**20), "regular_hosts": 20},
     "recrawl": {"hosts": 4, "pages": 39, "max_per_host": 10, "days": 14, "check_generations": 6},
     "priority": {"hosts": 8, "pages": 150, "max_per_host": 6, "generations": 5},
+    "sql": {"repeat": 3, "spark_repeat": 1},
 }
 QUICK: dict[str, dict[str, Any]] = {
     "crawl": {"hosts": 6, "pages": 20, "seed_pages": 10, "max_depth": 1, "delay": 0.05},
@@ -40,6 +41,7 @@ QUICK: dict[str, dict[str, Any]] = {
     "memory": {"body_sizes": (2**20, 8 * 2**20), "regular_hosts": 3},
     "recrawl": {"hosts": 1, "pages": 15, "max_per_host": 4, "days": 2, "check_generations": 3},
     "priority": {"hosts": 3, "pages": 30, "max_per_host": 3, "generations": 3},
+    "sql": {"repeat": 1, "spark_repeat": 1},
 }
 IDLE_GOAL_S = 15.0  # fixed cost of a generation with nothing heavy to do
 
@@ -89,6 +91,7 @@ def run_all(work: str, sizes: dict[str, dict[str, Any]], scrapy: bool = True) ->
     from crawllib.bench.memory import bench_memory
     from crawllib.bench.priority import bench_priority
     from crawllib.bench.recrawl import bench_recrawl
+    from crawllib.bench.sql import bench_sql
     from crawllib.bench.stages import bench_config, bench_fetch_and_parse, bench_fixed_cost
     from crawllib.session import get_spark
 
@@ -97,6 +100,7 @@ def run_all(work: str, sizes: dict[str, dict[str, Any]], scrapy: bool = True) ->
     out: dict[str, Any] = {}
     out["crawl"] = bench_crawl(spark, os.path.join(work, "crawl"), **sizes["crawl"])
     out["sites"] = bench_sites(spark, os.path.join(work, "sites"), scrapy=scrapy, **sizes["sites"])
+    out["sql"] = bench_sql(out["sites"]["root"], **sizes["sql"])
     out["gaps"] = bench_gap_error(work=work, **sizes["gaps"])
     out["ceiling"] = bench_fetch_and_parse(spark, os.path.join(work, "ceiling"), **sizes["ceiling"])
     out["fixed"] = bench_fixed_cost(spark, os.path.join(work, "fixed"), **sizes["fixed"])
@@ -264,6 +268,10 @@ def render(r: dict[str, Any], quick: bool = False) -> str:
         from crawllib.bench.priority import goal_row
 
         lines.append(_row(*goal_row(r["priority"])))
+    if "sql" in r:
+        from crawllib.bench.sql import goal_rows as sql_rows
+
+        lines += [_row(*row) for row in sql_rows(r["sql"])]
     lines += ["", *_details(r)]
     if "recrawl" in r:
         lines += ["", *details(r["recrawl"])]
@@ -271,6 +279,10 @@ def render(r: dict[str, Any], quick: bool = False) -> str:
         from crawllib.bench.priority import render as priority_details
 
         lines += ["", "Measure 10, priority:", "", priority_details(r["priority"])]
+    if "sql" in r:
+        from crawllib.bench.sql import details as sql_details
+
+        lines += ["", *sql_details(r["sql"])]
     from crawllib.bench.scale import DETAILS as scale_details
 
     lines += ["", scale_details]

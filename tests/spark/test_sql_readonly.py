@@ -1,5 +1,6 @@
-"""`crawl sql` reads, never writes: statements that write, read files by path or call into the
-JVM are refused with one line and exit 2, and the tables are unchanged."""
+"""`crawl sql --engine spark` reads, never writes: statements that write, read files by path or
+call into the JVM are refused with one line and exit 2, and the tables are unchanged. (The
+DuckDB engine's refusals: tests/spark/test_sql_engines.py.)"""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import pytest
 
 from crawllib import cli, integrity
 from crawllib.seeding import seed
+
+SPARK = ["--engine", "spark"]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +65,7 @@ def test_statements_that_write_or_read_outside_the_crawl_are_refused(
     spark, root, capsys, statement, says
 ):
     before = state(spark, root)
-    assert cli.main(["sql", root, statement]) == 2
+    assert cli.main(["sql", root, statement, *SPARK]) == 2
     captured = capsys.readouterr()
     err = captured.err.strip()
     assert err.startswith("crawl sql: ") and "\n" not in err, err
@@ -88,12 +91,12 @@ def test_statements_that_write_or_read_outside_the_crawl_are_refused(
 )
 def test_queries_run(spark, root, capsys, statement):
     before = state(spark, root)
-    assert cli.main(["sql", root, statement.format(root=root), "--format", "json"]) == 0
+    assert cli.main(["sql", root, statement.format(root=root), "--format", "json", *SPARK]) == 0
     assert capsys.readouterr().out.strip()
     assert state(spark, root) == before
 
 
 def test_a_query_spark_cannot_analyse_is_one_line_too(root, capsys):
-    assert cli.main(["sql", root, "SELECT no_such_column FROM crawldb"]) == 2
+    assert cli.main(["sql", root, "SELECT no_such_column FROM crawldb", *SPARK]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("crawl sql: ") and "no_such_column" in err and "\n" not in err
