@@ -343,6 +343,36 @@ def cmd_maintain(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
+def _register_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("--database", required=True, help="the catalog database to register into")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="point entries registered at another location (another crawl) to this root",
+    )
+    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+
+
+@command(
+    "register",
+    "register the crawl's tables (external Delta tables) and views in the session's catalog "
+    "(a Hive metastore, Glue on EMR) as DATABASE.<table> (idempotent)",
+    _register_args,
+)
+def cmd_register(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib import register
+    from crawllib.output import WRITERS
+
+    register.check_database(args.database)  # before a JVM starts
+    spark = _crawl_session(cfg, args.root)
+    done = register.register(spark, args.root, args.database, replace=args.replace)
+    WRITERS[args.format](register.COLUMNS, [dataclasses.astuple(e) for e in done], sys.stdout)
+    if args.format == "table":
+        print(f"registered in {args.database}: {register.summary(done)}")
+    return 0
+
+
 def _config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=["show"], help="show: print the effective configuration")
 
