@@ -67,3 +67,49 @@ def plan_chose_urls(root: str, gen: int, cfg: Config | None = None) -> bool:
     nothing is left to fetch (it records no run then)."""
     latest = latest_of(read_rows(root, cfg)).get((gen, Stage.PLAN))
     return latest is not None and latest.state == StageState.DONE
+
+
+NOTHING_TO_FETCH = 99  # exit status of `planned` when plan recorded no run: the DAG skips on it
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m crawllib.orchestrate due ROOT [--gen next|N]`` prints the generation the run
+    works on (N as given); ``... planned ROOT GEN`` exits 0 when plan of GEN is done, else
+    NOTHING_TO_FETCH. ``--config FILE`` (repeatable) only for the S3 settings of spark.conf.
+    The number is the last line printed (Airflow's BashOperator pushes it to XCom)."""
+    import argparse
+    import logging
+
+    from crawllib.config import load_config
+
+    parser = argparse.ArgumentParser(prog="python -m crawllib.orchestrate")
+    parser.add_argument("command", choices=("due", "planned"))
+    parser.add_argument("root")
+    parser.add_argument("gen", nargs="?", type=int, help="planned: the generation")
+    parser.add_argument("--gen", dest="given", default="next", help="due: 'next' or a number")
+    parser.add_argument("--config", action="append", default=[], metavar="FILE")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    cfg = load_config(args.config)
+    if args.command == "due":
+        if args.given != "next":
+            gen = int(args.given)
+            if gen < 0:
+                parser.error(f"--gen {args.given!r}: generations start at 0")
+            print(gen)
+            return 0
+        print(due_generation(args.root, cfg))
+        return 0
+    if args.gen is None:
+        parser.error("planned: the generation is missing")
+    if plan_chose_urls(args.root, args.gen, cfg):
+        print(f"generation {args.gen}: plan done; fetch, parse and update follow")
+        return 0
+    print(f"generation {args.gen}: plan recorded no run (nothing left to fetch); the run ends")
+    return NOTHING_TO_FETCH
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

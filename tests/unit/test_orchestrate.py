@@ -7,6 +7,9 @@ one commit per recorded event as the stages append them.
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -23,6 +26,7 @@ ROW = (
     "?::MAP(VARCHAR, BIGINT) AS counts, ?::MAP(VARCHAR, BIGINT) AS versions"
 )
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Ledger:
@@ -123,3 +127,33 @@ def test_plan_running_or_failed_is_not_done(ledger: Ledger) -> None:
 def test_a_folder_without_a_generations_table_is_no_crawl_root(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no generations table"):
         orchestrate.due_generation(str(tmp_path))
+
+
+def run_module(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m crawllib.orchestrate ARGS`` as the Airflow worker runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "crawllib.orchestrate", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def test_the_worker_command_prints_the_generation_due_last(ledger: Ledger) -> None:
+    ledger.generation(0)
+    ledger.run(1, "plan", planned=2)
+    ran = run_module("due", str(ledger.root))
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines()[-1] == "1"
+    given = run_module("due", str(ledger.root), "--gen", "0")
+    assert given.stdout.splitlines()[-1] == "0"
+
+
+def test_the_worker_command_exits_99_when_plan_recorded_no_run(ledger: Ledger) -> None:
+    ledger.generation(0)
+    ledger.run(1, "plan", planned=2)
+    assert run_module("planned", str(ledger.root), "1").returncode == 0
+    nothing = run_module("planned", str(ledger.root), "2")
+    assert nothing.returncode == orchestrate.NOTHING_TO_FETCH == 99
+    assert "nothing left to fetch" in nothing.stdout
