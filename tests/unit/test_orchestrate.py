@@ -157,3 +157,20 @@ def test_the_worker_command_exits_99_when_plan_recorded_no_run(ledger: Ledger) -
     nothing = run_module("planned", str(ledger.root), "2")
     assert nothing.returncode == orchestrate.NOTHING_TO_FETCH == 99
     assert "nothing left to fetch" in nothing.stdout
+
+
+def test_the_worker_command_needs_no_spark() -> None:
+    """The Airflow worker's Python needs the sql extra, not pyspark or a JVM."""
+    code = (
+        "import sys, crawllib.orchestrate; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pyspark', 'py4j', 'delta'}))"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[]"
