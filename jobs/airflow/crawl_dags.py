@@ -109,7 +109,10 @@ def load_crawl(path: Path) -> Crawl:
             values[key] = [values[key]]
         if key in values:
             values[key] = tuple(values[key])
-    crawl = Crawl(**values)
+    try:
+        crawl = Crawl(**values)
+    except TypeError:  # a required key missing
+        raise ValueError(f"{path}: name and root are required") from None
     problems = []
     if not re.fullmatch(r"[A-Za-z0-9_]+", str(crawl.name)):
         problems.append(f"name {crawl.name!r}: letters, digits and _ only (it names the DAG)")

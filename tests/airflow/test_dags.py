@@ -278,6 +278,7 @@ def test_emr_steps_run_the_jobs_of_the_dist_layout(report: dict) -> None:
         (NEWS + 'colour = "blue"\n', "unknown keys ['colour']"),
         (SHOP.replace('emr_cluster_id = "j-2AXXXXXXGAPLF"', ""), "runner emr needs emr_cluster_id"),
         (NEWS.replace('name = "news"', 'name = "news feed"'), "letters, digits and _ only"),
+        (NEWS.replace('root = "s3a://bucket/news"', ""), "name and root are required"),
     ],
 )
 def test_a_bad_definition_is_an_import_error(
@@ -288,3 +289,12 @@ def test_a_bad_definition_is_an_import_error(
     (error,) = bad["import_errors"].values()
     assert message in error
     assert "news.toml" in error
+
+
+def test_two_definitions_of_one_name_are_an_import_error(
+    airflow_python: Path, tmp_path: Path
+) -> None:
+    twice = load_dags(airflow_python, definitions(tmp_path / "crawls", news=NEWS, news2=NEWS))
+    assert twice["dags"] == {}
+    (error,) = twice["import_errors"].values()
+    assert "news2.toml: another definition" in error and "is named 'news'" in error
