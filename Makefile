@@ -54,10 +54,12 @@ bench: $(STAMP)
 dist:
 	$(PYTHON) tools/build_dist.py
 
-# The Airflow DAG's tests load it with Airflow, whose pins clash with ours (its Spark provider
-# needs pyspark-client): so Airflow gets its own venv. tests/airflow runs this on first use.
+# The Airflow DAGs' tests load them with Airflow, whose pins clash with ours (its Spark provider
+# needs pyspark-client): so Airflow gets its own venv, with the Spark and Amazon (EMR) providers.
+# tests/airflow runs this on first use.
 AIRFLOW_VENV := .venv-airflow
-AIRFLOW_PINS := apache-airflow==3.3.2 apache-airflow-providers-apache-spark==6.3.4
+AIRFLOW_PINS := apache-airflow==3.3.2 apache-airflow-providers-apache-spark==6.3.4 \
+	apache-airflow-providers-amazon==9.39.0
 
 airflow-env: $(AIRFLOW_VENV)/.installed
 

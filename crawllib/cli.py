@@ -187,6 +187,16 @@ def _gen_arg(text: str) -> int | str:
     return value
 
 
+def _plan_args(p: argparse.ArgumentParser) -> None:
+    _stage_args(p)
+    p.add_argument(
+        "--if-work",
+        action="store_true",
+        help="record nothing and exit 0 when the generation has not started and planning it "
+        "would choose nothing (the crawl is complete; `crawl run` stops there too)",
+    )
+
+
 def _stage_command(stage: str) -> Callable[..., int]:
     def run(args: argparse.Namespace, cfg: Config) -> int:
         from crawllib import generations, pipeline
@@ -195,6 +205,11 @@ def _stage_command(stage: str) -> Callable[..., int]:
         ledger = generations.read_ledger(spark, args.root)
         if args.gen == "next":
             args.gen = generations.due_gen(ledger.states, stage)
+        if getattr(args, "if_work", False) and pipeline.nothing_left(
+            spark, args.root, cfg, args.gen, ledger.states
+        ):
+            print(f"generation {args.gen} plan: nothing left to fetch; nothing planned")
+            return 0
         result = pipeline.run_stage(
             spark, args.root, cfg, args.gen, stage, force=args.force, ledger=ledger
         )
@@ -216,7 +231,8 @@ for _stage, _help in (
     ("parse", "parse generation N's pages: texts, duplicates, links, next frontier"),
     ("update", "update crawldb from generation N's fetches (states, retries, redirects)"),
 ):
-    command(_stage, _help, _stage_args, writes=True)(_stage_command(_stage))
+    add_args = _plan_args if _stage == "plan" else _stage_args
+    command(_stage, _help, add_args, writes=True)(_stage_command(_stage))
 
 
 def _generation_args(p: argparse.ArgumentParser) -> None:

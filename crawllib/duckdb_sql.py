@@ -60,7 +60,7 @@ def run_query(
 
     location, options = table_location(root, cfg)
     try:
-        con = _connect()
+        con = connect()
         tree = syntax_tree(con, check_query(con, query))
         named, shows = relations_read(con, tree)
         names = _present(root, location, options, named, shows)
@@ -140,7 +140,7 @@ class DeltaScan:
         return self._table.scan(columns=self._columns).__arrow_c_stream__(requested_schema)
 
 
-def _connect() -> duckdb.DuckDBPyConnection:
+def connect() -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB that reads no file and no Python variable, in UTC and sorting nulls
     as the Spark session does, with the views' macros; its configuration locked."""
     import duckdb

@@ -6,8 +6,8 @@ rule that `crawl status` and the scheduler share). When one process runs stage a
 ``done`` row and the next stage's ``running`` row are one commit (`record`'s ``then``). Counts
 go here, not into Spark accumulators, so a retried task never counts twice.
 
-The scheduling rules over those states are pure functions of them: :func:`prerequisite`,
-:func:`next_gen`, :func:`due_gen`.
+The scheduling rules over those states are pure functions of them, in crawllib.due:
+:func:`prerequisite`, :func:`next_gen`, :func:`due_gen`.
 """
 
 from __future__ import annotations
@@ -19,41 +19,38 @@ from collections.abc import Iterable, Mapping
 from pyspark.sql import SparkSession
 
 from crawllib import tables
+from crawllib.due import (
+    RunRow,
+    States,
+    due_gen,
+    last_done,
+    latest_of,
+    next_gen,
+    next_seed_gen,
+    prerequisite,
+)
 from crawllib.schemas import GENERATIONS
-from crawllib.vocab import STAGES, Stage, StageState
+from crawllib.vocab import StageState
 
-States = dict[tuple[int, str], str]  # (gen, stage) -> state of its latest row
-
-
-@dataclasses.dataclass(frozen=True)
-class RunRow:
-    """One row of the generations table."""
-
-    gen: int
-    stage: str
-    state: str
-    started_at: dt.datetime
-    finished_at: dt.datetime | None = None
-    seconds: float | None = None
-    counts: Mapping[str, int] = dataclasses.field(default_factory=dict)
-    versions: Mapping[str, int] = dataclasses.field(default_factory=dict)
-
-    @property
-    def at(self) -> tuple[dt.datetime, bool]:
-        """When this row's event happened (its finish, else its start); a finish sorts after
-        a start at the same instant (a run's own ``running`` and ``done`` rows)."""
-        return (self.finished_at or self.started_at, self.finished_at is not None)
-
-
-def latest_of(rows: Iterable[RunRow]) -> dict[tuple[int, str], RunRow]:
-    """(gen, stage) -> its latest row: the last event wins, so a ``--force`` rerun that is
-    running, or crashed, makes its stage not done again until it finishes."""
-    latest: dict[tuple[int, str], RunRow] = {}
-    for row in rows:
-        key = (row.gen, row.stage)
-        if key not in latest or row.at > latest[key].at:
-            latest[key] = row
-    return latest
+# The rules over the table's states live in crawllib.due (pure Python, read by the Airflow
+# worker too); callers keep naming them here.
+__all__ = [
+    "Ledger",
+    "RunRow",
+    "States",
+    "due_gen",
+    "last_done",
+    "latest_of",
+    "ledger_of",
+    "next_gen",
+    "next_seed_gen",
+    "prerequisite",
+    "read_ledger",
+    "read_rows",
+    "latest_runs",
+    "record",
+    "stage_states",
+]
 
 
 def read_rows(spark: SparkSession, root: str) -> list[RunRow]:
@@ -107,55 +104,6 @@ def ledger_of(rows: Iterable[RunRow]) -> Ledger:
 
 def read_ledger(spark: SparkSession, root: str) -> Ledger:
     return ledger_of(read_rows(spark, root))
-
-
-def prerequisite(gen: int, stage: str) -> tuple[int, str] | None:
-    """The stage run that must be done before ``stage`` of ``gen`` may run: the stage before
-    it, or the previous generation's update for plan (none for plan of generation 0)."""
-    i = STAGES.index(stage)
-    if i > 0:
-        return gen, STAGES[i - 1]
-    return (gen - 1, Stage.UPDATE) if gen > 0 else None
-
-
-def next_gen(states: States) -> int:
-    """The generation due: the first one started and not fully done (its update), else the
-    one after the last done (0 on a new crawl)."""
-    done = {g for (g, s), st in states.items() if s == Stage.UPDATE and st == StageState.DONE}
-    for gen in sorted({g for (g, s) in states if s in STAGES}):
-        if gen not in done:
-            return gen
-    return max(done) + 1 if done else 0
-
-
-def last_done(states: States) -> int | None:
-    """The latest generation whose update is done; None before the first is."""
-    done = [g for (g, s), st in states.items() if s == Stage.UPDATE and st == StageState.DONE]
-    return max(done) if done else None
-
-
-def due_gen(states: States, stage: str) -> int:
-    """The generation a stage should run next (``--gen next``): the first whose prerequisite
-    is done and whose own run is not; when none is, the last it has done (running it again
-    is then reported as already done)."""
-    if stage == Stage.PLAN:
-        return next_gen(states)
-    before = STAGES[STAGES.index(stage) - 1]
-    ready = sorted(
-        g
-        for (g, s), st in states.items()
-        if s == before and st == StageState.DONE and states.get((g, stage)) != StageState.DONE
-    )
-    if ready:
-        return ready[0]
-    done = [g for (g, s), st in states.items() if s == stage and st == StageState.DONE]
-    return max(done) if done else 0
-
-
-def next_seed_gen(states: States) -> int:
-    """The first generation not yet planned: new seeds join it."""
-    planned = [gen for (gen, stage) in states if stage == Stage.PLAN]
-    return max(planned) + 1 if planned else 0
 
 
 def record(

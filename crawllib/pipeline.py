@@ -212,6 +212,13 @@ _SHOWN = (
 )
 
 
+def nothing_left(spark: SparkSession, root: str, cfg: Config, gen: int, states: States) -> bool:
+    """Whether the crawl is complete at ``gen``: no stage of it has run, and planning it would
+    choose nothing (`plan.has_work`). A generation started is finished whatever it holds."""
+    partly_done = any((gen, s) in states for s in STAGES)
+    return not partly_done and not plan.has_work(spark, root, cfg, gen)
+
+
 def run_crawl(
     spark: SparkSession,
     root: str,
@@ -246,8 +253,7 @@ def run_crawl(
         gen = generations.next_gen(states)
         if generations_wanted is not None and gen >= generations_wanted:
             break
-        partly_done = any((gen, s) in states for s in STAGES)
-        if not partly_done and not plan.has_work(spark, root, cfg, gen):
+        if nothing_left(spark, root, cfg, gen, states):
             log.info(
                 "gen %d: nothing left to fetch (its frontier holds only known URLs, or URLs "
                 "past crawl.max_depth or filtered; URLs of hosts held back by a Retry-After, a "

@@ -51,7 +51,7 @@ REQUIREMENTS="$(mktemp)"
 aws s3 cp "${DIST%/}/requirements.txt" "$REQUIREMENTS"
 sudo "$PYTHON" -m pip install --quiet -r "$REQUIREMENTS"
 rm -f "$REQUIREMENTS"
-# The jobs, profiles and --py-files zip, where spark-submit and the Airflow DAG look for them.
+# The jobs, profiles and --py-files zip, where spark-submit and the Airflow DAGs look for them.
 sudo mkdir -p /opt/crawllib
 sudo aws s3 cp --recursive --quiet "${DIST%/}" /opt/crawllib
 """

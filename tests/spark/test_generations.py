@@ -7,8 +7,9 @@ import datetime as dt
 
 import pytest
 
-from crawllib import cli, generations, pipeline
+from crawllib import cli, generations, orchestrate, pipeline
 from crawllib.errors import StageOrderError
+from tests.conftest import test_config_overrides
 
 
 @pytest.fixture
@@ -55,3 +56,25 @@ def test_a_stage_run_out_of_order_is_refused_with_one_line_and_exit_2(spark, roo
     err = capsys.readouterr().err.strip()
     assert err == "crawl fetch: cannot run fetch of generation 0: plan of generation 0 is not done"
     assert generations.stage_states(spark, root) == {}  # nothing recorded, nothing run
+
+
+def test_the_airflow_worker_resolves_the_generation_plan_resolves(spark, root, tmp_path, capsys):
+    """crawllib.orchestrate (delta-rs, no Spark) against the Spark side on a real root, and
+    `crawl plan --if-work`, which records nothing when nothing is left to fetch."""
+    sets = [a for s in test_config_overrides() for a in ("--set", s)]
+
+    def spark_due() -> int:
+        return generations.due_gen(generations.stage_states(spark, root), "plan")
+
+    assert orchestrate.due_generation(root) == spark_due() == 0
+    assert cli.main(["plan", root, "--gen", "next", "--if-work", *sets]) == 0
+    assert "nothing left to fetch" in capsys.readouterr().out
+    assert generations.stage_states(spark, root) == {}
+    assert orchestrate.plan_chose_urls(root, 0) is False
+
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.test/\n")
+    assert cli.main(["seed", root, str(seeds), *sets]) == 0
+    assert cli.main(["plan", root, "--gen", "next", "--if-work", *sets]) == 0
+    assert orchestrate.plan_chose_urls(root, 0) is True
+    assert orchestrate.due_generation(root) == spark_due() == 0

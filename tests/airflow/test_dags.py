@@ -1,0 +1,300 @@
+"""The Airflow DAGs of jobs/airflow (crawl_dags.py, one per crawl definition), as Airflow loads
+them.
+
+Airflow's pins clash with the project's, so it lives in its own venv, ``.venv-airflow``, made
+by ``make airflow-env`` on first use (a no-op once made). The DAGs are loaded there by
+``run_dagbag.py``, which prints what it found as JSON, templates rendered with the XCom values
+given (the generation ``resolve`` found, the step ids the EMR tasks added). If the venv cannot
+be made, the tests fail with make's and pip's output: they are never skipped.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crawllib.catalog import TABLE_NAMES
+
+pytestmark = pytest.mark.airflow
+
+REPO = Path(__file__).resolve().parents[2]
+AIRFLOW_PYTHON = REPO / ".venv-airflow" / "bin" / "python"
+RUN_DAGBAG = REPO / "tests" / "airflow" / "run_dagbag.py"
+STAGES = ["plan", "fetch", "parse", "update"]
+GEN = 7  # what resolve pushed to XCom, in every rendering below
+STEP_IDS = {f"{stage}_submit": [f"s-{stage.upper()}"] for stage in [*STAGES, "maintain"]}
+XCOMS = [f"xcom:resolve={GEN}", *(f"xcom:{k}={json.dumps(v)}" for k, v in STEP_IDS.items())]
+
+NEWS = """
+name = "news"
+root = "s3a://bucket/news"
+schedule = "0 */6 * * *"
+config = ["conf/emr.toml", "/etc/crawl/site.toml"]
+conn_id = "spark_yarn"
+maintain_every = 3
+worker_python = "/srv/crawl/bin/python"
+worker_config = "/etc/crawl/worker.toml"
+"""
+SHOP = """
+name = "shop"
+root = "s3://bucket/shop"
+schedule = "@daily"
+runner = "emr"
+artifacts = "/opt/crawllib"
+emr_cluster_id = "j-2AXXXXXXGAPLF"
+aws_conn_id = "aws_crawl"
+"""
+
+
+@functools.cache
+def make_airflow_env() -> subprocess.CompletedProcess:
+    """Run ``make airflow-env`` once per session, even when it fails (it can take minutes)."""
+    return subprocess.run(
+        ["make", "--no-print-directory", "airflow-env"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+
+
+@pytest.fixture(scope="module")
+def airflow_python() -> Path:
+    """The Airflow venv's interpreter, creating the venv first if needed."""
+    made = make_airflow_env()
+    if made.returncode != 0:
+        pytest.fail(
+            f"make airflow-env failed (exit {made.returncode}):\n{made.stdout}\n{made.stderr}",
+            pytrace=False,
+        )
+    return AIRFLOW_PYTHON
+
+
+def load_dags(python: Path, crawls: Path | None, *args: str) -> dict:
+    """run_dagbag.py's report on jobs/airflow with the definitions in ``crawls`` (None: the
+    shipped crawls/ folder), templates rendered with these params and XComs."""
+    env = {k: v for k, v in os.environ.items() if k != "CRAWLLIB_CRAWLS"}
+    if crawls is not None:
+        env["CRAWLLIB_CRAWLS"] = str(crawls)
+    ran = subprocess.run(
+        [str(python), str(RUN_DAGBAG), str(REPO / "jobs" / "airflow"), *XCOMS, *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if ran.returncode != 0:
+        pytest.fail(f"run_dagbag.py failed (exit {ran.returncode}):\n{ran.stderr}", pytrace=False)
+    sys.stderr.write(ran.stderr)  # shown by pytest only when a test fails
+    return json.loads(ran.stdout)
+
+
+def definitions(folder: Path, **files: str) -> Path:
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / f"{name}.toml").write_text(text)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def report(airflow_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    crawls = definitions(tmp_path_factory.mktemp("defs") / "crawls", news=NEWS, shop=SHOP)
+    return load_dags(airflow_python, crawls)
+
+
+def tasks_of(report: dict, dag_id: str) -> dict[str, dict]:
+    assert dag_id in report["dags"], f"no DAG {dag_id!r}; found {sorted(report['dags'])}"
+    return {t["task_id"]: t for t in report["dags"][dag_id]["tasks"]}
+
+
+def test_the_shipped_definition_loads_as_a_scheduled_dag(airflow_python: Path) -> None:
+    shipped = load_dags(airflow_python, None)
+    assert shipped["import_errors"] == {}
+    assert list(shipped["dags"]) == ["crawl_example"]
+    dag = shipped["dags"]["crawl_example"]
+    # A scheduled DAG must be able to run with its params' defaults: every one has one.
+    assert dag["schedule"] == "@hourly"
+    assert dag["params"] == {"gen": "next"}
+
+
+def test_one_dag_per_definition_with_its_schedule(report: dict) -> None:
+    assert report["import_errors"] == {}
+    assert sorted(report["dags"]) == ["crawl_news", "crawl_shop"]
+    news, shop = report["dags"]["crawl_news"], report["dags"]["crawl_shop"]
+    assert news["schedule"] == "0 */6 * * *"
+    assert shop["schedule"] == "@daily"
+    for dag in (news, shop):
+        assert dag["timetable"] == "CronTriggerTimetable"
+        assert dag["params"] == {"gen": "next"}
+        assert dag["max_active_runs"] == 1
+        assert dag["catchup"] is False
+
+
+def test_spark_submit_runs_resolve_then_the_stages_then_upkeep(report: dict) -> None:
+    tasks = report["dags"]["crawl_news"]["tasks"]
+    order = ["resolve", "plan", "planned", "fetch", "parse", "update", "maintain_due", "maintain"]
+    assert [t["task_id"] for t in tasks] == order
+    assert [t["upstream"] for t in tasks] == [[], *([before] for before in order[:-1])]
+    kinds = {t["task_id"]: t["operator"] for t in tasks}
+    assert kinds["resolve"] == kinds["planned"] == "BashOperator"
+    assert kinds["maintain_due"] == "ShortCircuitOperator"
+    assert {kinds[s] for s in [*STAGES, "maintain"]} == {"SparkSubmitOperator"}
+
+
+def test_resolve_finds_the_generation_once_on_the_worker(
+    report: dict, airflow_python: Path
+) -> None:
+    resolve = tasks_of(report, "crawl_news")["resolve"]
+    assert resolve["bash_command"] == (
+        "/srv/crawl/bin/python -m crawllib.orchestrate due s3a://bucket/news --gen next "
+        "--config /etc/crawl/worker.toml"
+    )
+    assert resolve["skip_on_exit_code"] == []  # a failure to resolve is a failure, not a skip
+    # Param gen = a number: that generation, for every stage.
+    again = load_dags(airflow_python, None, "gen=4")
+    assert tasks_of(again, "crawl_example")["resolve"]["bash_command"].endswith(
+        "due s3://my-bucket/crawl --gen 4"
+    )
+
+
+def test_every_stage_gets_the_resolved_generation(report: dict) -> None:
+    tasks = tasks_of(report, "crawl_news")
+    config = ["--config", "/opt/crawllib/conf/emr.toml", "--config", "/etc/crawl/site.toml"]
+    for stage in STAGES:
+        task = tasks[stage]
+        own = ["--if-work"] if stage == "plan" else []
+        assert task["application_args"] == ["s3a://bucket/news", "--gen", str(GEN), *own, *config]
+        assert task["application"] == f"/opt/crawllib/jobs/{stage}.py"
+        assert (REPO / "jobs" / f"{stage}.py").is_file()
+        assert task["py_files"] == "/opt/crawllib/crawllib.zip"
+        assert task["conf"]["spark.speculation"] == "false"
+        assert task["conn_id"] == "spark_yarn"
+
+
+def test_nothing_to_fetch_skips_fetch_parse_and_update(report: dict) -> None:
+    for dag_id in ("crawl_news", "crawl_shop"):
+        tasks = tasks_of(report, dag_id)
+        planned = tasks["planned"]
+        assert planned["upstream"] == ["plan"]
+        assert planned["skip_on_exit_code"] == [99]  # crawllib.orchestrate.NOTHING_TO_FETCH
+        root = "s3a://bucket/news" if dag_id == "crawl_news" else "s3://bucket/shop"
+        assert f"-m crawllib.orchestrate planned {root} {GEN}" in planned["bash_command"]
+        # A skip flows down: every later task runs only if all before it succeeded.
+        later = [t for t in tasks if t not in ("resolve", "planned") and not t.startswith("plan")]
+        assert all(tasks[t]["trigger_rule"] == "TriggerRule.ALL_SUCCESS" for t in later)
+
+
+def test_upkeep_runs_after_every_kth_generation(report: dict) -> None:
+    tasks = tasks_of(report, "crawl_news")
+    assert tasks["maintain_due"]["op_kwargs"] == {"gen": str(GEN), "every": 3}
+    assert tasks["maintain"]["application_args"][:3] == ["s3a://bucket/news", "--every", "3"]
+    assert tasks["maintain"]["application"] == "/opt/crawllib/jobs/maintain.py"
+
+
+def test_stages_name_the_tables_they_write(report: dict) -> None:
+    tasks = tasks_of(report, "crawl_news")
+    prefix = "s3://bucket/news/"  # s3a:// named as s3://, the Assets' scheme
+    written = {s: {uri.removeprefix(prefix) for uri in tasks[s]["outlets"]} for s in STAGES}
+    assert all(uri.startswith(prefix) for s in STAGES for uri in tasks[s]["outlets"])
+    assert set().union(*written.values()) <= set(TABLE_NAMES)
+    assert all("generations" in tables for tables in written.values())
+    assert {"fetchlist", "crawldb"} <= written["plan"]
+    assert {"fetches", "pages", "texts"} <= written["fetch"]
+    assert {"frontier", "texts"} <= written["parse"]
+    assert {"crawldb", "frontier"} <= written["update"]
+    assert tasks["maintain"]["outlets"] == []  # upkeep changes files, not data
+
+
+def test_retries_bounded_and_fetch_longest(report: dict) -> None:
+    tasks = tasks_of(report, "crawl_news")
+    assert all(t["retries"] >= 1 and t["retry_delay_s"] > 0 for t in tasks.values())
+    assert tasks["fetch"]["retries"] <= 2
+    others = [tasks[s]["execution_timeout_s"] for s in STAGES if s != "fetch"]
+    assert tasks["fetch"]["execution_timeout_s"] > max(others)
+
+
+def test_emr_adds_a_step_per_stage_and_waits_for_it(report: dict) -> None:
+    tasks = report["dags"]["crawl_shop"]["tasks"]
+    ids = [t["task_id"] for t in tasks]
+    stages = [*STAGES, "maintain"]
+    expected = ["resolve"]
+    for stage in stages:
+        expected += [f"{stage}_submit", stage, *(["planned"] if stage == "plan" else [])]
+    expected.insert(expected.index("maintain_submit"), "maintain_due")
+    assert ids == expected
+    by_id = {t["task_id"]: t for t in tasks}
+    for stage in stages:
+        submit, wait = by_id[f"{stage}_submit"], by_id[stage]
+        assert submit["operator"] == "EmrAddStepsOperator"
+        assert wait["operator"] == "EmrStepSensor"
+        assert wait["upstream"] == [f"{stage}_submit"]
+        assert submit["job_flow_id"] == wait["job_flow_id"] == "j-2AXXXXXXGAPLF"
+        assert submit["aws_conn_id"] == wait["aws_conn_id"] == "aws_crawl"
+        assert wait["step_id"] == STEP_IDS[f"{stage}_submit"][0]
+        assert wait["mode"] == "reschedule"
+    assert by_id["fetch"]["timeout_s"] > by_id["parse"]["timeout_s"]
+    # The sensor, which sees the step finish, carries the tables, as spark_submit's stage does.
+    news = tasks_of(report, "crawl_news")
+    for stage in stages:
+        assert [u.replace("/shop/", "/news/") for u in by_id[stage]["outlets"]] == (
+            news[stage]["outlets"]
+        )
+        assert by_id[f"{stage}_submit"]["outlets"] == []
+
+
+def test_emr_steps_run_the_jobs_of_the_dist_layout(report: dict) -> None:
+    tasks = tasks_of(report, "crawl_shop")
+    for stage in [*STAGES, "maintain"]:
+        (step,) = tasks[f"{stage}_submit"]["steps"]
+        assert step["ActionOnFailure"] == "CONTINUE"
+        jar = step["HadoopJarStep"]
+        assert jar["Jar"] == "command-runner.jar"
+        args = jar["Args"]
+        assert args[:3] == ["spark-submit", "--deploy-mode", "cluster"]
+        py_files = args[args.index("--py-files") + 1].split(",")
+        assert py_files[0] == "/opt/crawllib/crawllib.zip"  # make dist's zip
+        assert "spark.speculation=false" in args
+        app = args.index(f"/opt/crawllib/jobs/{stage}.py")
+        assert (REPO / "jobs" / f"{stage}.py").is_file()
+        own = ["--every", "10"] if stage == "maintain" else ["--gen", str(GEN)]
+        own += ["--if-work"] if stage == "plan" else []
+        config = ["--config", "/opt/crawllib/conf/emr.toml"]
+        assert args[app + 1 :] == ["s3://bucket/shop", *own, *config]
+        assert (REPO / "conf" / "emr.toml").is_file()
+        assert step["Name"] == f"crawl shop gen {GEN} {stage}"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (NEWS.replace('"0 */6 * * *"', '"every day"'), "news.toml: Exactly 5, 6 or 7 columns"),
+        (NEWS + 'colour = "blue"\n', "unknown keys ['colour']"),
+        (SHOP.replace('emr_cluster_id = "j-2AXXXXXXGAPLF"', ""), "runner emr needs emr_cluster_id"),
+        (NEWS.replace('name = "news"', 'name = "news feed"'), "letters, digits and _ only"),
+        (NEWS.replace('root = "s3a://bucket/news"', ""), "name and root are required"),
+    ],
+)
+def test_a_bad_definition_is_an_import_error(
+    airflow_python: Path, tmp_path: Path, text: str, message: str
+) -> None:
+    bad = load_dags(airflow_python, definitions(tmp_path / "crawls", news=text))
+    assert bad["dags"] == {}
+    (error,) = bad["import_errors"].values()
+    assert message in error
+    assert "news.toml" in error
+
+
+def test_two_definitions_of_one_name_are_an_import_error(
+    airflow_python: Path, tmp_path: Path
+) -> None:
+    twice = load_dags(airflow_python, definitions(tmp_path / "crawls", news=NEWS, news2=NEWS))
+    assert twice["dags"] == {}
+    (error,) = twice["import_errors"].values()
+    assert "news2.toml: another definition" in error and "is named 'news'" in error
