@@ -169,14 +169,15 @@ def write_env(out: Path, requirements: Path, python: str = ENV_PYTHON) -> Path:
     cached = ENV_CACHE / f"{PACKAGE}-env-{key}.tar.gz"
     if not cached.is_file():
         ENV_CACHE.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="crawllib-env-") as tmp:
+        # built beside the cache entry, so that the rename into it is atomic
+        with tempfile.TemporaryDirectory(prefix="building-", dir=ENV_CACHE) as tmp:
             site = Path(tmp) / "site-packages"
             pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile"]
             pip += ["--disable-pip-version-check", "--target", str(site)]
             subprocess.run([*pip, "-r", str(requirements)], check=True)
             partial = Path(tmp) / ENV_ARCHIVE
             pack_env(site, python, partial)
-            shutil.move(partial, cached)  # complete or absent: an interrupted build leaves none
+            partial.replace(cached)  # complete or absent: an interrupted build leaves none
     target = out / ENV_ARCHIVE
     shutil.copyfile(cached, target)
     return target
