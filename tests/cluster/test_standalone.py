@@ -272,7 +272,6 @@ def web():
 # -- the test ----------------------------------------------------------------------------------
 
 EMR = REPO / "deploy" / "emr"
-ENV_PYTHON = "/opt/crawllib/env/bin/python"
 
 
 def delta_jars(spark_cfg) -> list[str]:
