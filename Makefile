@@ -50,9 +50,10 @@ e2e: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m crawllib.bench
 
-# dist/: wheel, crawllib.zip (--py-files), requirements.txt, bootstrap.sh (see README).
+# dist/: wheel, crawllib.zip (--py-files), requirements.txt, bootstrap.sh and
+# crawllib-env.tar.gz (spark.archives; cached in ~/.cache/crawllib/env), see README.
 dist:
-	$(PYTHON) tools/build_dist.py
+	$(PYTHON) tools/build_dist.py --env
 
 # The Airflow DAGs' tests load them with Airflow, whose pins clash with ours (its Spark provider
 # needs pyspark-client): so Airflow gets its own venv, with the Spark and Amazon (EMR) providers.

@@ -1,10 +1,17 @@
-"""spark-submit to a Spark standalone cluster (one master, two workers, all on 127.0.0.1), the
-way a real cluster runs the crawler: crawllib reaches the driver and the executors only through
-``dist/crawllib.zip`` (``--py-files``), Delta through ``--jars``, and every Python process runs in
-a worker environment that holds ``dist/requirements.txt`` plus pyspark and nothing else.
+"""The EMR recipe of deploy/emr/ run on a Spark standalone cluster (one master, two workers, all
+on 127.0.0.1): each step's spark-submit arguments, read from ``deploy/emr/steps-*.json`` with
+EMR's paths mapped to local ones (``/opt/crawllib`` to a folder laid out as the bootstrap leaves
+it, EMR's Delta jars to the cached ones, ``s3://BUCKET`` to local files), and the Spark settings
+of ``deploy/emr/configurations.json`` as the submit's ``spark-env.sh`` and
+``spark-defaults.conf``. crawllib reaches the driver and the executors only through
+``crawllib.zip`` (``--py-files``), Delta through ``--jars``; the executors run Python in the
+packed environment ``crawllib-env.tar.gz`` (``--archives ...#environment``) and the driver in
+the same archive unpacked, as the bootstrap does. Neither has pyspark installed: like EMR's,
+they get it from the cluster's Spark.
 
-The worker environment is cached in ``.venv-worker/`` (rebuilt when requirements change); the
-master, the workers and the driver run in temporary folders outside the repository.
+The daemons and spark-submit come from a worker environment with ``dist/requirements.txt`` and
+pyspark (cached in ``.venv-worker/``, rebuilt when requirements change); the master, the
+workers and the driver run in temporary folders outside the repository.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import dataclasses
 import fcntl
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -88,10 +96,13 @@ def tail(path: Path, chars: int = 6000) -> str:
 def dist(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     t0 = time.monotonic()
+    # The packed environment links the Python these tests run on (on EMR: /usr/bin/python3.11).
+    base_python = (
+        Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    )
+    build = [sys.executable, str(REPO / "tools" / "build_dist.py"), "--out", str(out)]
     subprocess.run(
-        [sys.executable, str(REPO / "tools" / "build_dist.py"), "--out", str(out)],
-        check=True,
-        stdout=subprocess.DEVNULL,
+        [*build, "--env", "--env-python", str(base_python)], check=True, stdout=subprocess.DEVNULL
     )
     print(f"\ndist built in {time.monotonic() - t0:.1f}s: {sorted(p.name for p in out.iterdir())}")
     return out
@@ -260,6 +271,8 @@ def web():
 
 # -- the test ----------------------------------------------------------------------------------
 
+EMR = REPO / "deploy" / "emr"
+
 
 def delta_jars(spark_cfg) -> list[str]:
     jars = cached_jars(spark_cfg.spark.jars_cache)  # cached by the `spark` fixture's session
@@ -274,12 +287,60 @@ def write_config(path: Path, resolve: dict[str, str]) -> Path:
     return path
 
 
-def submit_cmd(cluster, dist, python, jars, app_name, job, args) -> list[str]:
-    delta_jar = next(j for j in jars if "delta-spark_" in j)
+def emr_node(dist: Path, base: Path) -> Path:
+    """``/opt/crawllib`` as the bootstrap leaves it: dist/, jobs/ and conf/ (README uploads them
+    to one prefix), and crawllib-env.tar.gz unpacked into env/ with the bootstrap's command."""
+    opt = base / "opt-crawllib"
+    shutil.copytree(dist, opt)
+    for folder in ("jobs", "conf"):
+        shutil.copytree(REPO / folder, opt / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (opt / "env").mkdir()
+    subprocess.run(
+        ["tar", "-xzf", str(opt / "crawllib-env.tar.gz"), "-C", str(opt / "env")], check=True
+    )
+    return opt
+
+
+def map_paths(arg: str, paths: dict[str, str]) -> str:
+    for emr, local in paths.items():
+        arg = arg.replace(emr, local)
+    return arg
+
+
+def write_spark_conf(conf_dir: Path, paths: dict[str, str]) -> None:
+    """EMR's spark-env and spark-defaults classifications of configurations.json, paths mapped,
+    as the files EMR writes from them (spark-submit reads them from SPARK_CONF_DIR)."""
+    by_name = {
+        c["Classification"]: c for c in json.loads((EMR / "configurations.json").read_text())
+    }
+    exports = [
+        f"export {key}={shlex.quote(map_paths(value, paths))}"
+        for c in by_name["spark-env"]["Configurations"]
+        if c["Classification"] == "export"
+        for key, value in c["Properties"].items()
+    ]
+    defaults = [
+        f"{key} {map_paths(value, paths)}"
+        for key, value in by_name["spark-defaults"]["Properties"].items()
+    ]
+    conf_dir.mkdir()
+    (conf_dir / "spark-env.sh").write_text("\n".join(exports) + "\n")
+    (conf_dir / "spark-defaults.conf").write_text("\n".join(defaults) + "\n")
+
+
+def step_submit(
+    step_file: str, cluster, paths: dict[str, str], app_name: str, extra_args: list[str]
+) -> list[str]:
+    """The spark-submit command of the one step in deploy/emr/``step_file``, paths mapped, on
+    the standalone cluster: its master, and local-sized executors, added before the app."""
+    (step,) = json.loads((EMR / step_file).read_text())
+    args = [map_paths(a, paths) for a in step["Args"]]
+    assert args[0] == "spark-submit", args
+    app = 1  # spark-submit's options come in pairs before the application
+    while args[app].startswith("--"):
+        app += 2
     conf = {
         "spark.app.name": app_name,
-        "spark.pyspark.python": str(python),
-        "spark.pyspark.driver.python": str(python),
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.executor.cores": "1",
@@ -288,16 +349,13 @@ def submit_cmd(cluster, dist, python, jars, app_name, job, args) -> list[str]:
         # Delta rebuilds table state over 50 partitions by default: minutes on two cores.
         "spark.databricks.delta.snapshotPartitions": "2",
     }
-    cmd = [str(cluster.home / "bin" / "spark-submit"), "--master", cluster.url]
-    cmd += ["--deploy-mode", "client", "--name", app_name]
-    # The Delta jar also carries the `delta` Python module, which crawllib.tables imports.
-    cmd += ["--py-files", f"{dist / 'crawllib.zip'},{delta_jar}", "--jars", ",".join(jars)]
+    local = ["--master", cluster.url, "--name", app_name]
     for key, value in conf.items():
-        cmd += ["--conf", f"{key}={value}"]
-    cmd += [str(job), *args]
+        local += ["--conf", f"{key}={value}"]
+    cmd = [str(cluster.home / "bin" / "spark-submit"), *args[1:app], *local, *args[app:]]
     for setting in [*SETTINGS, f"spark.app_name={app_name}"]:
         cmd += ["--set", setting]
-    return cmd
+    return [*cmd, *extra_args]
 
 
 def path_qs(url: str) -> str:
@@ -323,27 +381,50 @@ def run_submit(cmd: list[str], driver: Path, env: dict[str, str]) -> int:
             stop_group(proc)
 
 
-def test_spark_submit_run_on_standalone_cluster(
-    spark, spark_cfg, dist, worker_python, cluster, web, tmp_path
-):
-    driver = tmp_path / "driver"  # the driver's working folder: nothing of the repo in it
+def submit_step(step_file: str, cmd: list[str], driver: Path, env: dict[str, str]) -> str:
+    """Run one step's spark-submit in a fresh ``driver`` folder; its stdout, once it exited 0."""
     driver.mkdir()
-    job = shutil.copy(REPO / "jobs" / "run.py", driver / "run.py")  # as if uploaded with dist/
-    seeds = driver / "seeds.txt"
-    seeds.write_text("\n".join(web.seeds()) + "\n")
-    config = write_config(driver / "crawl.toml", web.resolve)
-    root = tmp_path / "crawl"
-    app_name = f"crawllib-cluster-test-{uuid.uuid4().hex[:8]}"
-    args = [str(root), "--seeds", str(seeds), "--generations", "1", "--config", str(config)]
-    cmd = submit_cmd(cluster, dist, worker_python, delta_jars(spark_cfg), app_name, job, args)
-    web.reset_log()
     t0 = time.monotonic()
-    returncode = run_submit(cmd, driver, cluster.env)
-    print(f"spark-submit jobs/run.py: exit {returncode} in {time.monotonic() - t0:.1f}s")
+    returncode = run_submit(cmd, driver, env)
+    print(f"{step_file}: exit {returncode} in {time.monotonic() - t0:.1f}s")
     print(tail(driver / "stdout"))
     assert returncode == 0, (
-        f"spark-submit failed ({returncode}):\n{tail(driver / 'stderr')}\n{tail(driver / 'stdout')}"
+        f"{step_file} failed ({returncode}):\n{tail(driver / 'stderr')}\n{tail(driver / 'stdout')}"
     )
+    return (driver / "stdout").read_text(errors="replace")
+
+
+def test_emr_steps_run_on_standalone_cluster(
+    spark, spark_cfg, dist, worker_python, cluster, web, tmp_path
+):
+    opt = emr_node(dist, tmp_path)
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("\n".join(web.seeds()) + "\n")
+    root = tmp_path / "crawl"
+    jars = delta_jars(spark_cfg)
+    paths = {
+        "/opt/crawllib/": f"{opt}/",
+        "/usr/share/aws/delta/lib/delta-spark.jar": next(j for j in jars if "delta-spark_" in j),
+        "/usr/share/aws/delta/lib/delta-storage.jar": next(j for j in jars if "delta-storage" in j),
+        "s3://BUCKET/crawl": str(root),
+        "s3://BUCKET/seeds.txt": str(seeds),
+    }
+    write_spark_conf(tmp_path / "spark-conf", paths)
+    # spark-submit as on an EMR node: the Python settings come from spark-env.sh and
+    # spark-defaults.conf (configurations.json) and the step, not from this environment.
+    env = {k: v for k, v in cluster.env.items() if not k.startswith("PYSPARK_")}
+    env["SPARK_CONF_DIR"] = str(tmp_path / "spark-conf")
+    # The test web's host names resolve to 127.0.0.1: a profile of the operator's own.
+    network = ["--config", str(write_config(tmp_path / "crawl.toml", web.resolve))]
+    app_names = {}
+    for step_file in ("steps-start.json", "steps-generation.json"):
+        app_names[step_file] = f"crawllib-emr-{step_file[6:-5]}-{uuid.uuid4().hex[:8]}"
+    web.reset_log()
+
+    start_cmd = step_submit(
+        "steps-start.json", cluster, paths, app_names["steps-start.json"], network
+    )
+    submit_step("steps-start.json", start_cmd, tmp_path / "driver-start", env)
 
     # The crawl root holds gen 0: every seed fetched, and the same-host pages the executors
     # followed from them, all stored in pages and extracted into texts.
@@ -365,14 +446,23 @@ def test_spark_submit_run_on_standalone_cluster(
     assert {(h, "/robots.txt") for h in seed_hosts} | stored <= set(requests)
     assert all(r.user_agent.startswith("crawllib/") for r in web.log)
 
-    # The application ran on the standalone cluster: the master lists it as finished, and each
-    # worker ran an executor that received crawllib.zip through --py-files.
+    # The generation step continues the same crawl root with the next generation.
+    gen_cmd = step_submit(
+        "steps-generation.json", cluster, paths, app_names["steps-generation.json"], network
+    )
+    out = submit_step("steps-generation.json", gen_cmd, tmp_path / "driver-generation", env)
+    assert "generation 1: done" in out, out[-3000:]
+
+    # Each step ran on the standalone cluster: the master lists it as finished, and each
+    # worker ran an executor that received crawllib.zip (--py-files) and the packed
+    # environment, unpacked (--archives), whose Python ran the tasks.
     state = cluster.state() or {}
-    apps = [a for a in state.get("completedapps", []) if a["name"] == app_name]
-    assert [a["state"] for a in apps] == ["FINISHED"], state
-    app_id = apps[0]["id"]
-    for work in cluster.work_dirs:
-        executors = [d for d in (work / app_id).iterdir() if d.is_dir()]
-        assert executors, f"no executor of {app_id} ran on worker {work.name}"
-        assert all((d / "crawllib.zip").is_file() for d in executors)
-        assert all((d / "stderr").is_file() for d in executors)
+    for app_name in app_names.values():
+        apps = [a for a in state.get("completedapps", []) if a["name"] == app_name]
+        assert [a["state"] for a in apps] == ["FINISHED"], state
+        for work in cluster.work_dirs:
+            executors = [d for d in (work / apps[0]["id"]).iterdir() if d.is_dir()]
+            assert executors, f"no executor of {app_name} ran on worker {work.name}"
+            assert all((d / "crawllib.zip").is_file() for d in executors)
+            assert all((d / "environment" / "bin" / "python").exists() for d in executors)
+            assert all((d / "stderr").is_file() for d in executors)
