@@ -178,9 +178,11 @@ def spark_submit_task(crawl: Crawl, stage: str, **overrides: Any) -> Any:
 
 
 def emr_step(crawl: Crawl, stage: str) -> dict[str, Any]:
-    """The EMR step running ``jobs/<stage>.py`` with spark-submit in cluster mode, as the
-    README's Amazon EMR section does (bootstrap.sh copies the artifacts to every node)."""
-    conf = [a for key, value in SPARK_CONF.items() for a in ("--conf", f"{key}={value}")]
+    """The EMR step running ``jobs/<stage>.py`` with spark-submit, as the steps of
+    ``deploy/emr/`` do (bootstrap.sh copies the artifacts to every node): client mode, the
+    executors in the packed environment of ``make dist``."""
+    settings = {"spark.pyspark.python": "./environment/bin/python", **SPARK_CONF}
+    conf = [a for key, value in settings.items() for a in ("--conf", f"{key}={value}")]
     return {
         "Name": f"crawl {crawl.name} gen {GEN} {stage}",
         "ActionOnFailure": "CONTINUE",
@@ -189,11 +191,13 @@ def emr_step(crawl: Crawl, stage: str) -> dict[str, Any]:
             "Args": [
                 "spark-submit",
                 "--deploy-mode",
-                "cluster",
-                "--jars",
-                f"{EMR_DELTA}/delta-spark.jar,{EMR_DELTA}/delta-storage.jar",
+                "client",
                 "--py-files",
                 f"{crawl.artifacts}/crawllib.zip,{EMR_DELTA}/delta-spark.jar",
+                "--jars",
+                f"{EMR_DELTA}/delta-spark.jar,{EMR_DELTA}/delta-storage.jar",
+                "--archives",
+                f"{crawl.artifacts}/crawllib-env.tar.gz#environment",
                 *conf,
                 f"{crawl.artifacts}/jobs/{stage}.py",
                 *stage_args(crawl, stage),

@@ -257,11 +257,15 @@ def test_emr_steps_run_the_jobs_of_the_dist_layout(report: dict) -> None:
         jar = step["HadoopJarStep"]
         assert jar["Jar"] == "command-runner.jar"
         args = jar["Args"]
-        assert args[:3] == ["spark-submit", "--deploy-mode", "cluster"]
+        # the arguments of deploy/emr's steps (run on a standalone cluster by tests/cluster)
+        recipe = json.loads((REPO / "deploy" / "emr" / "steps-generation.json").read_text())
+        recipe_args = recipe[0]["Args"]
+        app = args.index(f"/opt/crawllib/jobs/{stage}.py")
+        prefix = recipe_args[: recipe_args.index("/opt/crawllib/jobs/generation.py")]
+        extra = ["--conf", "spark.speculation=false", "--conf", "spark.yarn.maxAppAttempts=1"]
+        assert args[:app] == [*prefix, *extra]
         py_files = args[args.index("--py-files") + 1].split(",")
         assert py_files[0] == "/opt/crawllib/crawllib.zip"  # make dist's zip
-        assert "spark.speculation=false" in args
-        app = args.index(f"/opt/crawllib/jobs/{stage}.py")
         assert (REPO / "jobs" / f"{stage}.py").is_file()
         own = ["--every", "10"] if stage == "maintain" else ["--gen", str(GEN)]
         own += ["--if-work"] if stage == "plan" else []
