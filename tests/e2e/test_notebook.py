@@ -1,21 +1,21 @@
 """The analyst notebook and the README's queries, run on a real crawl of the built-in test web.
 
-The notebook runs in its own kernel (the venv's Python, through a kernelspec made under
-tmp_path, so no Jupyter setup is needed) which starts its own SparkSession on the crawl root.
+The notebook runs in its own kernel (the venv's Python, through a kernelspec made in a
+temporary folder by tools/execute_notebook.py, so no Jupyter setup is needed) which starts its
+own SparkSession on the crawl root.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
 
 from crawllib import cli
+from tools.execute_notebook import execute
 
 pytestmark = pytest.mark.e2e
 
@@ -23,7 +23,6 @@ PROJECT = Path(__file__).resolve().parents[2]
 NOTEBOOK = PROJECT / "notebooks" / "crawl_overview.ipynb"
 README = PROJECT / "README.md"
 CELL_TIMEOUT = 300
-KERNEL = "crawllib-test"
 
 
 @pytest.fixture(scope="module")
@@ -36,33 +35,8 @@ def crawl_root(e2e_crawl):
 def executed(crawl_root, tmp_path_factory):
     """The notebook after running every cell with CRAWL_ROOT set to the crawl."""
     import nbformat
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import AsyncKernelManager
-    from nbclient import NotebookClient
 
-    # What `python -m ipykernel install` writes, pointing at this interpreter (the venv's).
-    kernels = tmp_path_factory.mktemp("kernels")
-    (kernels / KERNEL).mkdir()
-    spec = {
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "crawllib (test)",
-        "language": "python",
-    }
-    (kernels / KERNEL / "kernel.json").write_text(json.dumps(spec))
-    km = AsyncKernelManager(
-        kernel_name=KERNEL, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)])
-    )
-    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}  # the kernel picks inline
-    env["CRAWL_ROOT"] = crawl_root
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(
-        nb,
-        km=km,
-        timeout=CELL_TIMEOUT,
-        startup_timeout=120,
-        resources={"metadata": {"path": str(NOTEBOOK.parent)}},  # Jupyter's cwd: notebooks/
-    )
-    client.execute(env=env)
+    nb = execute(crawl_root, NOTEBOOK, CELL_TIMEOUT)
     nbformat.write(nb, tmp_path_factory.mktemp("executed") / NOTEBOOK.name)
     return nb
 
