@@ -99,6 +99,8 @@ def run_demo(
         print()
     print("next, try:")
     print(f"  .venv/bin/crawl status {root}")
-    print(f'  .venv/bin/crawl sql {root} "SELECT status, count(*) FROM crawldb GROUP BY status"')
+    print(
+        f'  .venv/bin/crawl sql {root} "SELECT status, count(*) AS urls FROM crawldb GROUP BY status"'
+    )
     print(f'  .venv/bin/crawl sql {root} "SELECT url, title FROM texts LIMIT 5" --format json')
     return 0

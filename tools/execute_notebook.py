@@ -65,8 +65,10 @@ def main() -> None:
     import nbformat
 
     nb = execute(args.root)
-    for cell in nb.cells:  # no per-run noise in the committed file
+    for cell in nb.cells:  # no per-run noise in the committed file: timings, the JVM's log
         cell.get("metadata", {}).pop("execution", None)
+        if "outputs" in cell:
+            cell["outputs"] = [o for o in cell["outputs"] if o.get("name") != "stderr"]
     nbformat.write(nb, args.out)
     print(f"wrote {args.out} ({sum(len(c.get('outputs', [])) for c in nb.cells)} outputs)")
 
