@@ -15,11 +15,11 @@ from delta.tables import DeltaTable
 
 from crawllib import pipeline, tables
 from crawllib.errors import StageOrderError
-from crawllib.generations import STAGES
 from crawllib.testing import canonical_url, is_private_host, truth
 from crawllib.testing.audit import is_page_request
 from crawllib.testing.site import PRIVATE_LINKS
 from crawllib.urls import normalize_url, url_key
+from crawllib.vocab import STAGES
 from tests.e2e.conftest import DELAY, GENERATIONS, MAX_DEPTH
 
 pytestmark = pytest.mark.e2e
