@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from crawllib.vocab import STAGES, Stage, StageState
 
@@ -28,6 +29,20 @@ class RunRow:
     seconds: float | None = None
     counts: Mapping[str, int] = dataclasses.field(default_factory=dict)
     versions: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, r: Mapping[str, Any]) -> RunRow:
+        """The row from a table row as a mapping (Spark's Row.asDict(), DuckDB's columns)."""
+        return cls(
+            r["gen"],
+            r["stage"],
+            r["state"],
+            r["started_at"],
+            r["finished_at"],
+            r["seconds"],
+            dict(r["counts"] or {}),
+            dict(r.get("versions") or {}),  # absent from an older crawl's table
+        )
 
     @property
     def at(self) -> tuple[dt.datetime, bool]:

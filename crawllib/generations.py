@@ -56,19 +56,7 @@ __all__ = [
 def read_rows(spark: SparkSession, root: str) -> list[RunRow]:
     """Every row of the table. It holds a few rows per stage run, so it is collected and
     reduced on the driver: a Spark aggregation would cost a shuffle on every call."""
-    return [
-        RunRow(
-            r["gen"],
-            r["stage"],
-            r["state"],
-            r["started_at"],
-            r["finished_at"],
-            r["seconds"],
-            dict(r["counts"] or {}),
-            dict(r.asDict().get("versions") or {}),  # absent from an older crawl's table
-        )
-        for r in tables.read(spark, root, "generations").collect()
-    ]
+    return [RunRow.of(r.asDict()) for r in tables.read(spark, root, "generations").collect()]
 
 
 def latest_runs(spark: SparkSession, root: str) -> dict[tuple[int, str], RunRow]:

@@ -34,19 +34,7 @@ def read_rows(root: str, cfg: Config | None = None) -> list[RunRow]:
     result = con.execute("SELECT * FROM generations")
     names = [column[0] for column in result.description or ()]
     rows = [dict(zip(names, values, strict=True)) for values in result.fetchall()]
-    return [
-        RunRow(
-            r["gen"],
-            r["stage"],
-            r["state"],
-            r["started_at"],
-            r["finished_at"],
-            r["seconds"],
-            dict(r["counts"] or {}),
-            dict(r.get("versions") or {}),  # absent from an older crawl's table
-        )
-        for r in rows
-    ]
+    return [RunRow.of(r) for r in rows]
 
 
 def states_of(rows: list[RunRow]) -> States:
