@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 from pyspark.util import inheritable_thread_target
 
@@ -253,17 +254,23 @@ def merge(
     update_condition: str | None = None,
     also: Sequence[tuple[str, Mapping[str, str]]] = (),
     insert_condition: str | None = None,
+    broadcast: bool = False,
 ) -> None:
     """MERGE df into a table on keys (source deduplicated on them first).
 
     update: column -> SQL expression over ``t`` (target) and ``s`` (source); None: no update;
     ``also``: more (condition, update) clauses for matched rows, tried after it in order (the
     first whose condition holds applies). insert: insert unmatched rows (those meeting
-    ``insert_condition``, when given).
+    ``insert_condition``, when given). broadcast: the source is a generation's rows and the
+    table the size of the crawl (crawldb): the source is broadcast, so that neither Delta's
+    search for matches nor its rewrite of the files it touches shuffles the table's rows (its
+    size estimate of a computed source is unknown, so Spark would sort-merge join them).
     """
     lease.check_writable(root)
     keys = list(keys)
     source = _conform(df, name).dropDuplicates(keys)
+    if broadcast:
+        source = F.broadcast(source)
     target = DeltaTable.forPath(spark, table_path(root, name))
     condition = " AND ".join(f"t.{k} = s.{k}" for k in keys)
     builder = target.alias("t").merge(source.alias("s"), condition)

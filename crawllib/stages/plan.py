@@ -45,6 +45,7 @@ from crawllib.schedule import revisits
 from crawllib.schemas import DNS
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.transforms.fetch import resolved_hosts
+from crawllib.transforms.lookup import rows_of
 from crawllib.transforms.plan import (
     Used,
     attempted_in_hosts,
@@ -175,6 +176,7 @@ def run(run: StageRun) -> PlanResult:
                     keys=["url_key"],
                     update=_MERGE_UPDATE,
                     update_condition=_MERGE_GUARD,
+                    broadcast=True,
                 )
 
         # No crawldb write when every candidate is a known URL chosen as is (seeds, reruns).
@@ -288,5 +290,5 @@ def has_work(spark: SparkSession, root: str, cfg: Config, gen: int) -> bool:
     frontier = tables.read(spark, root, "frontier").filter(F.col("gen") == gen)
     excluded = exclusions.load(cfg, spark)
     plannable = with_filter_reason(frontier, cfg, excluded).where(F.col("filter_reason").isNull())
-    new = plannable.join(crawldb.select("url_key"), on="url_key", how="left_anti")
+    new = plannable.join(rows_of(crawldb.select("url_key"), plannable), "url_key", "left_anti")
     return not free(new).isEmpty()

@@ -99,6 +99,7 @@ def merge_sitemap_hints(spark: SparkSession, root: str, sitemaps: DataFrame, cfg
         update=SITEMAP_HINTS_UPDATE,
         insert=False,
         update_condition=SITEMAP_HINTS_GUARD,
+        broadcast=True,
     )
 
 
@@ -141,7 +142,15 @@ def run(run: StageRun) -> UpdateResult:
     updates = crawldb_updates(fetches, texts, crawldb, gen, cfg, cash=cash).unionByName(
         score_updates(cash, fetches, gen)
     )
-    tables.merge(spark, updates, root, "crawldb", keys=["url_key"], **crawldb_merge_clauses(gen))
+    tables.merge(
+        spark,
+        updates,
+        root,
+        "crawldb",
+        keys=["url_key"],
+        broadcast=True,
+        **crawldb_merge_clauses(gen),
+    )
 
     # What this generation's sitemaps say of pages with a stored version (one more MERGE, only
     # in a generation that read a sitemap listing URLs: at most once per robots.txt fetch of
@@ -154,7 +163,7 @@ def run(run: StageRun) -> UpdateResult:
         F.max(F.col("outcome").isin(*VISITED_OUTCOMES)).alias("_visited"),
         F.max(F.col("outcome") == Outcome.NOT_MODIFIED).alias("_not_modified"),
     )
-    rows = run.read("crawldb").join(fetched, on="url_key", how="inner")
+    rows = run.read("crawldb").join(F.broadcast(fetched), on="url_key", how="inner")
     # one job: per status, its URLs and its visits' counts
     chains_ended = [
         F.count_if((F.col("status") == Status.REDIRECTED) & (F.col("reason") == kind)).alias(kind)

@@ -25,6 +25,7 @@ from crawllib.config import Config
 from crawllib.extract import extract_record
 from crawllib.records import Extracted
 from crawllib.schemas import EXTRACTED, FRONTIER, LINKS, TEXTS, columns_of
+from crawllib.transforms.lookup import rows_of
 from crawllib.urls import registered_domain, url_key
 from crawllib.vocab import STATED_DUPLICATES, DuplicateKind, FrontierReason
 
@@ -140,8 +141,10 @@ def mark_soft_404(texts: DataFrame, probes: DataFrame, k: int) -> DataFrame:
         & F.col("simhash").isNotNull()
         & (F.col("text_chars") > 0)
     )
-    latest = answered.groupBy("host").agg(
-        F.max_by(F.struct("url", "content_hash", "simhash"), "fetched_at").alias("_probe")
+    latest = (
+        rows_of(answered, texts, "host")
+        .groupBy("host")
+        .agg(F.max_by(F.struct("url", "content_hash", "simhash"), "fetched_at").alias("_probe"))
     )
     joined = texts.join(latest, on="host", how="left")
     probe = F.col("_probe")
@@ -194,12 +197,9 @@ def mark_exact_duplicates(texts_new: DataFrame, texts_prior: DataFrame) -> DataF
     """
     new = _has_text(texts_new).select("content_hash", "gen", "url_key")
     # Only earlier texts with one of the generation's hashes can be a first copy: the rest of
-    # the crawl's history is scanned (three narrow columns) but not shuffled or aggregated
-    # (a generation's hashes are small enough for a broadcast join).
-    prior = (
-        _has_text(texts_prior)
-        .select("content_hash", "gen", "url_key")
-        .join(new.select("content_hash").distinct(), "content_hash", "left_semi")
+    # the crawl's history is scanned (three narrow columns) but not shuffled or aggregated.
+    prior = rows_of(
+        _has_text(texts_prior).select("content_hash", "gen", "url_key"), new, "content_hash"
     )
     copies = new.unionByName(prior)
     firsts = copies.groupBy("content_hash").agg(
@@ -262,10 +262,8 @@ def mark_near_duplicates(
     a = _with_bands(probes, k).alias("a")
     # Only earlier texts sharing a band with a probe can be its neighbours (and every text of
     # such a SimHash does): the rest of the history is scanned, not shuffled or aggregated.
-    prior = (
-        _with_bands(eligible(texts_prior), k)
-        .join(a.select("band", "value").distinct(), ["band", "value"], "left_semi")
-        .select("gen", "url_key", "simhash")
+    prior = rows_of(_with_bands(eligible(texts_prior), k), a, ["band", "value"]).select(
+        "gen", "url_key", "simhash"
     )
     firsts = (
         eligible(texts_new)
@@ -361,7 +359,8 @@ def next_frontier(
             F.min("dst_host").alias("dst_host"),
         )
     )
-    new = targets.join(known.select(F.col("url_key").alias("dst_key")), "dst_key", "left_anti")
+    held = rows_of(known.select(F.col("url_key").alias("dst_key")), targets, "dst_key")
+    new = targets.join(held, "dst_key", "left_anti")
     if cash is None:
         new = new.withColumn("cash", F.lit(None).cast("double"))
     else:
@@ -408,7 +407,7 @@ def sitemap_frontier(
         .agg(first.alias("first"), F.max("priority").alias("priority"))
         .select("url_key", "first.*", "priority")
     )
-    new = listed.join(known.select("url_key"), "url_key", "left_anti")
+    new = listed.join(rows_of(known.select("url_key"), listed), "url_key", "left_anti")
     return new.select(
         *columns_of(
             FRONTIER,

@@ -24,6 +24,7 @@ from crawllib.config import Config
 from crawllib.exclusions import Exclusions
 from crawllib.schedule import revisits
 from crawllib.schemas import CRAWLDB, FETCHLIST, FRONTIER, HOSTS, columns_of
+from crawllib.transforms.lookup import rows_of
 from crawllib.transforms.priority import score_order
 from crawllib.traps import repeats_more_than, url_pattern_column
 from crawllib.vocab import (
@@ -67,7 +68,8 @@ def dedup_frontier(frontier: DataFrame) -> DataFrame:
 
 def new_candidates(frontier: DataFrame, crawldb: DataFrame) -> DataFrame:
     """Frontier rows whose url_key is not in crawldb. In/out: frontier columns."""
-    return frontier.join(crawldb.select("url_key"), on="url_key", how="left_anti").select(
+    known = rows_of(crawldb.select("url_key"), frontier)
+    return frontier.join(known, on="url_key", how="left_anti").select(
         [f.name for f in FRONTIER.fields]
     )
 

@@ -26,6 +26,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from crawllib.config import Config
+from crawllib.transforms.lookup import rows_of
 
 
 def link_cash(links: DataFrame, sources: DataFrame, cfg: Config) -> DataFrame:
@@ -64,7 +65,7 @@ def link_cash(links: DataFrame, sources: DataFrame, cfg: Config) -> DataFrame:
 def sources_of(texts: DataFrame, crawldb: DataFrame) -> DataFrame:
     """The link sources of a generation for :func:`link_cash`: its texts rows (url_key, host,
     duplicate_of) with their crawldb score (null for a URL crawldb does not hold)."""
-    scores = crawldb.select("url_key", "score")
+    scores = rows_of(crawldb, texts).select("url_key", "score")
     return texts.select("url_key", "host", "duplicate_of").join(scores, "url_key", "left")
 
 

@@ -47,6 +47,7 @@ from crawllib.config import Config, parse_now
 from crawllib.schedule import HOUR, next_interval, revisits
 from crawllib.schemas import CRAWLDB, FRONTIER, columns_of
 from crawllib.sitemaps import changefreq_seconds
+from crawllib.transforms.lookup import rows_of
 from crawllib.urls import InvalidURL, host_of, normalize_url, registered_domain, url_key
 from crawllib.vocab import (
     PERMANENT_ERRORS,
@@ -153,7 +154,9 @@ def crawldb_updates(
         F.array_contains(F.col("directives"), Directive.NOINDEX).alias("_noindex"),
     ).dropDuplicates(["url_key"])
     kept = [f.name for f in CRAWLDB.fields if f.name not in ("url_key", "url", "host")]
-    before = crawldb.select("url_key", *[F.col(c).alias(f"old_{c}") for c in kept])
+    before = rows_of(crawldb, fetches).select(
+        "url_key", *[F.col(c).alias(f"old_{c}") for c in kept]
+    )
     joined = (
         fetches.select(
             "url_key",
@@ -384,14 +387,16 @@ def redirect_frontier(
     chain ends there, and update records why); discovered_at is the fetch time, so a rerun
     writes the same rows.
     """
-    scores = crawldb.select(
+    redirects = fetches.filter(
+        (F.col("outcome") == Outcome.REDIRECT) & F.col("redirect_to").isNotNull()
+    )
+    scores = rows_of(crawldb, redirects).select(
         "url_key",
         F.col("score").alias("_score"),
         (F.coalesce(F.col("redirects"), F.lit(0)) + 1).alias("_hops"),
     )
     targets = (
-        fetches.filter((F.col("outcome") == Outcome.REDIRECT) & F.col("redirect_to").isNotNull())
-        .join(scores, on="url_key", how="left")
+        redirects.join(scores, on="url_key", how="left")
         .select(
             _redirect_target_udf(F.col("redirect_to")).alias("target"),
             F.col("url").alias("source_url"),
@@ -403,7 +408,8 @@ def redirect_frontier(
         .filter(F.col("target").isNotNull() & (F.col("_hops") <= max_redirects))
         .select("target.*", "source_url", "depth", "discovered_at", "_score", "_hops")
     )
-    new = targets.join(crawldb.select("url_key"), on="url_key", how="left_anti")
+    known = rows_of(crawldb.select("url_key"), targets)
+    new = targets.join(known, on="url_key", how="left_anti")
     first = F.min(F.struct("depth", "source_url", "discovered_at", "url", "host", "domain"))
     return (
         new.groupBy("url_key")
