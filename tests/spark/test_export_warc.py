@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawllib import tables, urls, warc
+from crawllib import export, tables, urls, warc
 from crawllib.config import load_config
 from crawllib.schemas import FETCHES, PAGES
 from tests.spark.test_platform import crawl
@@ -235,3 +235,10 @@ def test_index_rows_locate_each_response_record(spark, root, capsys):
             for r in ArchiveIterator(io.BytesIO(member), check_digests="raise")
         ]
         assert records == [("response", url, body)]
+
+
+def test_a_partition_per_file_of_bodies_at_most_one_per_page():
+    assert export.export_partitions(pages=4, body_bytes=10, max_bytes=10**9) == 1
+    assert export.export_partitions(pages=4, body_bytes=3 * 10**9 + 1, max_bytes=10**9) == 4
+    assert export.export_partitions(pages=1000, body_bytes=2500, max_bytes=1000) == 3
+    assert export.export_partitions(pages=4, body_bytes=5000, max_bytes=1) == 4
