@@ -18,7 +18,7 @@ import datetime as dt
 import functools
 import logging
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -206,9 +206,10 @@ def export_warc(
     tables.replace_where(
         spark.createDataFrame(index, WARC_INDEX), root, "warc_index", f"gen = {gen}"
     )
-    files = file_reports(spark, root, gen, folder)
+    sizes = folder.sizes()
+    files = file_reports(spark, root, gen, sizes)
     written = {f.path.rsplit("/", 1)[-1] for f in files}
-    for name in warc.stale_parts(folder.sizes(), gen, written):
+    for name in warc.stale_parts(sizes, gen, written):
         log.info(
             "removed %s, left by an earlier export of generation %d", folder.location(name), gen
         )
@@ -217,9 +218,10 @@ def export_warc(
 
 
 def file_reports(
-    spark: SparkSession, root: str, gen: int, folder: filestore.Folder
+    spark: SparkSession, root: str, gen: int, sizes: Mapping[str, int]
 ) -> list[warc.FileReport]:
-    """The files of gen's export in ``warc_index``, by name: captures, records, size."""
+    """The files of gen's export in ``warc_index``, by name: captures, records, size (from
+    sizes: name -> bytes of the folder's files)."""
     per_file = (
         tables.read(spark, root, "warc_index")
         .where(F.col("gen") == gen)
@@ -228,7 +230,6 @@ def file_reports(
         .orderBy("warc_filename")
         .collect()
     )
-    sizes = folder.sizes()
     reports = []
     for f in per_file:
         n = int(f["captures"])
