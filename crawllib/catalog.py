@@ -27,11 +27,12 @@ TABLE_NAMES = (
     "aliases",
     "probes",
     "generations",
+    "warc_index",
 )
 
 # Tables a crawl root made by an older crawllib may lack: the first command that writes
 # creates them (`tables.require`), readers skip them until then.
-LATER_TABLES = frozenset({"hosts", "dns", "sitemaps", "traps", "probes"})
+LATER_TABLES = frozenset({"hosts", "dns", "sitemaps", "traps", "probes", "warc_index"})
 
 # Views over the versions pages and texts keep (one row per visit that stored a page): the
 # latest of each URL, and the history of a URL's text. A revisit answered 304 stores none, so

@@ -408,7 +408,10 @@ def _export_warc_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gen", type=int, required=True, help="generation whose pages are exported")
     p.add_argument(
         "out_dir",
-        help="folder for crawl-gen{N}-{part:05d}.warc.gz files: local, or a URI (s3a://bucket/warc)",
+        nargs="?",
+        default=None,
+        help="folder for crawl-gen{N}-{partition:05d}-{seq:03d}.warc.gz files: local, or an S3 "
+        "URI (s3a://bucket/warc); default ROOT/warc/gen=N",
     )
     p.add_argument(
         "--max-file-bytes", type=int, default=None, help="start a new file past this size (1 GB)"
@@ -417,13 +420,15 @@ def _export_warc_args(p: argparse.ArgumentParser) -> None:
 
 @command(
     "export-warc",
-    "write generation N's pages as WARC 1.1 files (request, response, metadata records)",
+    "write generation N's pages as WARC 1.1 files (request, response, metadata records) from "
+    "the executors, and their rows of the warc_index table",
     _export_warc_args,
+    writes=True,
 )
 def cmd_export_warc(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import export
 
-    spark = _crawl_session(cfg, args.root)
+    spark = _crawl_session(cfg, args.root, writes=True)  # an older root gains warc_index
     result = export.export_warc(spark, args.root, cfg, args.gen, args.out_dir, args.max_file_bytes)
     if not result.files:
         print(f"generation {args.gen} has no pages; no WARC file written")
@@ -438,6 +443,7 @@ def cmd_export_warc(args: argparse.Namespace, cfg: Config) -> int:
         f"in {len(result.files)} file{'s' if len(result.files) > 1 else ''}"
         + (skipped if result.written < result.pages else "")
     )
+    print(f"indexed {result.written} captures in table warc_index (gen = {args.gen})")
     return 0
 
 
@@ -514,7 +520,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse fills an optional positional (export-warc's OUT_DIR) with its default together
+    # with the positional before it, so one given after options comes back unrecognised.
+    if len(extra) == 1 and not extra[0].startswith("-") and getattr(args, "out_dir", "") is None:
+        args.out_dir = extra[0]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

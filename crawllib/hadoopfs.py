@@ -1,5 +1,6 @@
 """Files at URIs Hadoop reads and writes (``s3a://``, ``hdfs://``, ``file:``), through the
-driver's JVM: what the driver reads or writes outside the tables (seed files, WARC files).
+driver's JVM: what the driver reads outside the tables (seed files). The WARC
+export's tasks write without the JVM (`crawllib.filestore`).
 
 Every call goes through the session's Hadoop FileSystem, so it sees the same settings as the
 tables (``spark.hadoop.fs.s3a.*`` of ``spark.conf``). Java's FileNotFoundException becomes
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -66,35 +66,3 @@ def read_bytes(spark: SparkSession, uri: str) -> bytes:
         return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
     finally:
         stream.close()
-
-
-def upload(spark: SparkSession, local_path: str, uri: str) -> None:
-    """Move the local file to uri, replacing what is there. On S3 the object appears only once
-    complete."""
-    fs, path = _fs(spark, uri)
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    hadoop = jvm.org.apache.hadoop
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    source = hadoop.fs.Path(Path(local_path).resolve().as_uri())
-    # A stream to FileSystem.create, the way Spark writes its files; S3A's copyFromLocalFile
-    # takes the SDK's asynchronous client instead. Delete the source, overwrite the target.
-    local = hadoop.fs.FileSystem.getLocal(conf)
-    if not hadoop.fs.FileUtil.copy(local, source, fs, path, True, True, conf):
-        raise OSError(f"moving {local_path} to {uri} failed")
-
-
-def list_names(spark: SparkSession, uri: str) -> list[str]:
-    """Names of the entries of the folder uri; none when it does not exist."""
-    fs, path = _fs(spark, uri)
-    try:
-        with _not_found_as_python(uri):
-            return sorted(str(st.getPath().getName()) for st in fs.listStatus(path))
-    except FileNotFoundError:
-        return []
-
-
-def delete(spark: SparkSession, uri: str) -> None:
-    """Delete the file at uri (nothing there: nothing to do)."""
-    fs, path = _fs(spark, uri)
-    fs.delete(path, False)

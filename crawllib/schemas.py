@@ -367,6 +367,25 @@ ALIASES = struct_of(
     ("updated_at", T),
 )
 
+# One row per capture `crawl export-warc` wrote (crawllib.export): where its response record
+# lies, as in a CDX index: warc_filename (the file's full path or URI), the offset and length
+# of the record's gzip member (seek, read that many bytes, gunzip: one WARC record); the
+# capture's url, fetch time, status, stored content_type, payload_digest (the record's
+# WARC-Payload-Digest). A rerun of a generation's export replaces its rows.
+WARC_INDEX = struct_of(
+    ("gen", I),
+    ("url_key", L),
+    ("url", S),
+    ("fetched_at", T),
+    ("http_status", I),
+    ("content_type", S),
+    ("is_truncated", B),
+    ("payload_digest", S),
+    ("warc_filename", S),
+    ("warc_record_offset", L),
+    ("warc_record_length", L),
+)
+
 TABLES: dict[str, tuple[StructType, list[str]]] = {
     "frontier": (FRONTIER, ["gen"]),
     "crawldb": (CRAWLDB, []),
@@ -383,4 +402,5 @@ TABLES: dict[str, tuple[StructType, list[str]]] = {
     "aliases": (ALIASES, []),
     "probes": (PROBES, ["gen"]),
     "generations": (GENERATIONS, []),
+    "warc_index": (WARC_INDEX, ["gen"]),
 }

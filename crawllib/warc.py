@@ -24,7 +24,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import BinaryIO
 from urllib.parse import urlsplit
@@ -47,7 +47,8 @@ class Capture:
     """One stored fetch: a ``pages`` row, with ``ip`` and ``fetch_ms`` from ``fetches`` if known.
 
     fetched_at must be timezone-aware (it is written as UTC); headers are the stored response
-    headers (names lowercased); body the decoded body bytes.
+    headers (names lowercased); body the decoded body bytes; content_type the stored media
+    type (for the export's index: the record itself takes the headers).
     """
 
     url: str
@@ -61,6 +62,7 @@ class Capture:
     content_hash: str | None = None
     ip: str | None = None
     fetch_ms: int | None = None
+    content_type: str | None = None
 
 
 @dataclass
@@ -262,35 +264,52 @@ class WarcWriter:
         self.report.size += len(member)
         self.report.records[kind] = self.report.records.get(kind, 0) + 1
 
-    def write(self, capture: Capture) -> None:
+    def write(self, capture: Capture) -> tuple[int, int]:
+        """Write the capture's records; return (offset, length) of its response's gzip member
+        in the file: what a reader seeks to and reads (the offset and length of a CDX line)."""
+        where = (0, 0)
         for kind, member in capture_records(capture, self.user_agent, self.warcinfo_id):
+            if kind == "response":
+                where = (self.report.size, len(member))
             self._write(kind, member)
         self.report.captures += 1
+        return where
 
 
-def part_name(gen: int, part: int) -> str:
-    return f"crawl-gen{gen}-{part:05d}.warc.gz"
+def part_name(gen: int, part: int, seq: int = 0) -> str:
+    """The name of file seq of part ``part`` (a Spark partition of the export) of gen."""
+    return f"crawl-gen{gen}-{part:05d}-{seq:03d}.warc.gz"
+
+
+@dataclass(frozen=True)
+class Written:
+    """One capture written: its file's name and where its response record lies in that file
+    (offset and length of the gzip member)."""
+
+    capture: Capture
+    filename: str
+    offset: int
+    length: int
 
 
 def write_files(
     captures: Iterable[Capture],
     out_dir: str,
-    gen: int,
+    name: Callable[[int], str],
     user_agent: str,
     max_bytes: int = ROLLOVER_BYTES,
     info: Mapping[str, object] | None = None,
     done: Callable[[FileReport], None] | None = None,
-) -> list[FileReport]:
-    """Write captures to ``OUT_DIR/crawl-gen{gen}-{part:05d}.warc.gz``, rolling at max_bytes.
+) -> Iterator[Written]:
+    """Write captures to ``OUT_DIR/name(seq)`` for seq 0, 1, ..., rolling at max_bytes; yield
+    each capture as written (its file complete only once ``done`` has it).
 
     Streams: holds one capture at a time. No captures, no file. Each file is written under a
     ``.part`` name and renamed when complete, then handed to ``done`` (which may move it and
-    set its report's path); parts of an earlier export of the same gen that this one did not
-    rewrite are removed, so a rerun leaves exactly this export's files.
-    Returns the files written, in order.
+    set its report's path). An error mid-file leaves no complete-looking file behind.
     """
     os.makedirs(out_dir, exist_ok=True)
-    reports: list[FileReport] = []
+    seq, filename = 0, ""
     writer: WarcWriter | None = None
     handle: BinaryIO | None = None
 
@@ -298,9 +317,6 @@ def write_files(
         assert writer is not None and handle is not None
         handle.close()
         os.replace(writer.report.path + ".part", writer.report.path)
-        if done is not None:
-            done(writer.report)
-        reports.append(writer.report)
         log.info(
             "wrote %s: %d captures, %d records, %d bytes",
             writer.report.path,
@@ -308,19 +324,22 @@ def write_files(
             writer.report.total_records,
             writer.report.size,
         )
+        if done is not None:
+            done(writer.report)
 
     try:
         for capture in captures:
             if writer is None:
-                name = part_name(gen, len(reports))
-                path = os.path.join(out_dir, name)
+                filename = name(seq)
+                path = os.path.join(out_dir, filename)
                 handle = open(path + ".part", "wb")
-                writer = WarcWriter(handle, name, user_agent, info)
+                writer = WarcWriter(handle, filename, user_agent, info)
                 writer.report.path = path
-            writer.write(capture)
+            offset, length = writer.write(capture)
+            yield Written(capture, filename, offset, length)
             if writer.report.size >= max_bytes:
                 close()
-                writer, handle = None, None
+                writer, handle, seq = None, None, seq + 1
         if writer is not None:
             close()
             writer, handle = None, None
@@ -329,17 +348,10 @@ def write_files(
             handle.close()
             with contextlib.suppress(FileNotFoundError):  # renamed before ``done`` failed
                 os.remove(handle.name)
-    for name in stale_parts(os.listdir(out_dir), gen, len(reports)):
-        path = os.path.join(out_dir, name)
-        log.info("removed %s, left by an earlier export of generation %d", path, gen)
-        os.remove(path)
-    return reports
 
 
-def stale_parts(names: Iterable[str], gen: int, written: int) -> list[str]:
-    """The names among ``names`` of gen's part files past the first ``written`` parts: what
-    an earlier, longer export of gen left behind."""
-    pattern = re.compile(rf"crawl-gen{gen}-(\d{{5}})\.warc\.gz")
-    return sorted(
-        n for n in names if (m := pattern.fullmatch(n)) is not None and int(m.group(1)) >= written
-    )
+def stale_parts(names: Iterable[str], gen: int, written: Collection[str]) -> list[str]:
+    """The names among ``names`` of gen's WARC files (and their ``.part`` files) that are not
+    in ``written``: what an earlier export of gen, or a task that died, left behind."""
+    pattern = re.compile(rf"crawl-gen{gen}-\d{{5}}-\d{{3,}}\.warc\.gz(\.part)?")
+    return sorted(n for n in names if pattern.fullmatch(n) is not None and n not in written)

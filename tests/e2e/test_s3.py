@@ -6,6 +6,7 @@ API (boto3), not through the crawler."""
 from __future__ import annotations
 
 import io
+import json
 import logging
 import subprocess
 import sys
@@ -90,7 +91,18 @@ def on_s3(s3a, tmp_path_factory):
         run = crawl(work, "run", ROOT, "--seeds", SEEDS, "--generations", str(GENERATIONS))
         expected = web.expected_fetches(MAX_DEPTH)
     export = crawl(work, "export-warc", ROOT, "--gen", "0", WARC)
+    index = crawl(
+        work,
+        "sql",
+        ROOT,
+        "SELECT url, warc_filename, warc_record_offset, warc_record_length FROM warc_index",
+        "--engine",
+        "duckdb",
+        "--format",
+        "json",
+    )
     return {
+        "index": [json.loads(line) for line in index.stdout.splitlines() if line.startswith("{")],
         "run": run,
         "export": export,
         "client": client,
@@ -120,9 +132,10 @@ def test_the_crawl_reads_its_seeds_from_s3_and_writes_its_tables_there(on_s3):
 
 
 def test_the_warc_export_reads_the_pages_table_on_s3_and_writes_to_s3(on_s3):
-    assert keys(on_s3["client"], "warc/") == ["warc/crawl-gen0-00000.warc.gz"]
-    assert f"wrote {WARC}/crawl-gen0-00000.warc.gz" in on_s3["export"].stdout
-    got = on_s3["client"].get_object(Bucket=BUCKET, Key="warc/crawl-gen0-00000.warc.gz")
+    # written by the executor's task, uploaded with boto3
+    assert keys(on_s3["client"], "warc/") == ["warc/crawl-gen0-00000-000.warc.gz"]
+    assert f"wrote {WARC}/crawl-gen0-00000-000.warc.gz" in on_s3["export"].stdout
+    got = on_s3["client"].get_object(Bucket=BUCKET, Key="warc/crawl-gen0-00000-000.warc.gz")
     records = list(ArchiveIterator(io.BytesIO(got["Body"].read()), check_digests="raise"))
     assert records[0].rec_type == "warcinfo"
     assert {r.rec_type for r in records} == {"warcinfo", "request", "response", "metadata"}
@@ -132,3 +145,20 @@ def test_the_warc_export_reads_the_pages_table_on_s3_and_writes_to_s3(on_s3):
         if r.rec_type == "response"
     ]
     assert sorted(responses) == sorted(on_s3["expected"])  # every page, once
+
+
+def test_the_warc_index_on_s3_locates_each_response_by_a_range_request(on_s3):
+    index = on_s3["index"]
+    assert sorted(normalize_url(r["url"]) for r in index) == sorted(on_s3["expected"])
+    for row in index:
+        assert row["warc_filename"] == f"{WARC}/crawl-gen0-00000-000.warc.gz"
+        start, length = row["warc_record_offset"], row["warc_record_length"]
+        got = on_s3["client"].get_object(
+            Bucket=BUCKET,
+            Key="warc/crawl-gen0-00000-000.warc.gz",
+            Range=f"bytes={start}-{start + length - 1}",
+        )
+        records = list(ArchiveIterator(io.BytesIO(got["Body"].read()), check_digests="raise"))
+        assert [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI")) for r in records] == [
+            ("response", row["url"])
+        ]

@@ -1,15 +1,18 @@
-"""crawl export-warc: pages of one generation written as WARC files, read back with warcio."""
+"""crawl export-warc: pages of one generation written as WARC files by the executors, read
+back with warcio, and the warc_index rows that locate each response record."""
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import io
 import zlib
+from pathlib import Path
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawllib import tables, urls, warc
+from crawllib import export, tables, urls, warc
 from crawllib.config import load_config
 from crawllib.schemas import FETCHES, PAGES
 from tests.spark.test_platform import crawl
@@ -60,7 +63,7 @@ def row(schema, **values) -> tuple:
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory, spark):
-    """A crawl root with the pages above in gen 1 (and one in gen 2); tests only read it."""
+    """A crawl root with the pages above in gen 1 (and one in gen 2); tests export gen 1."""
     path = str(tmp_path_factory.mktemp("export") / "crawl")
     assert crawl("init", path) == 0
     pages, fetches = [], []
@@ -120,15 +123,20 @@ def gzip_member_count(data: bytes) -> int:
 
 def test_export_writes_request_response_metadata_per_page(root, tmp_path, capsys):
     out = tmp_path / "warc"
+    (out / "older").mkdir(parents=True)
+    (out / "crawl-gen2-00000-000.warc.gz").write_bytes(b"another generation's file")
     assert crawl("export-warc", root, "--gen", "1", str(out), "--max-file-bytes", "1") == 0
-    assert len(list(out.iterdir())) == 4  # one page per file
+    # one page per file: 4 tasks (one per page at most), each rolling after every capture
+    ones = sorted(p.name for p in out.glob("crawl-gen1-*"))
+    assert len(ones) == 4 and all(n.startswith("crawl-gen1-0000") for n in ones)
     capsys.readouterr()
     assert crawl("export-warc", root, "--gen", "1", str(out)) == 0  # rerun: replaces them
     stdout = capsys.readouterr().out
-    path = out / "crawl-gen1-00000.warc.gz"
-    assert sorted(out.iterdir()) == [path]
+    path = out / "crawl-gen1-00000-000.warc.gz"
+    assert sorted(out.iterdir()) == [path, out / "crawl-gen2-00000-000.warc.gz", out / "older"]
     assert f"wrote {path}: 13 records (warcinfo=1 request=4 response=4 metadata=4)" in stdout
     assert "exported generation 1: 4 pages, 13 records in 1 file" in stdout
+    assert "indexed 4 captures in table warc_index (gen = 1)" in stdout
 
     records = read_records(path)
     assert gzip_member_count(path.read_bytes()) == len(records) == 13
@@ -163,7 +171,7 @@ def test_export_writes_request_response_metadata_per_page(root, tmp_path, capsys
 def test_request_records_rebuild_the_get(root, tmp_path):
     out = tmp_path / "warc"
     assert crawl("export-warc", root, "--gen", "1", str(out)) == 0
-    with open(out / "crawl-gen1-00000.warc.gz", "rb") as f:
+    with open(out / "crawl-gen1-00000-000.warc.gz", "rb") as f:
         requests = {
             rec.rec_headers.get_header("WARC-Target-URI"): rec.http_headers
             for rec in ArchiveIterator(f)
@@ -184,19 +192,53 @@ def test_generation_without_pages_writes_nothing(root, tmp_path, capsys):
     assert not out.exists() or list(out.iterdir()) == []
 
 
-def test_export_to_a_uri_uploads_each_file_and_a_rerun_replaces_them(root, tmp_path, capsys):
-    # a URI is written through Hadoop's file system: file: here, s3a:// in tests/e2e/test_s3.py
+def test_export_to_a_file_uri_writes_that_folder(root, tmp_path, capsys):
+    # s3a:// URIs: tests/e2e/test_s3.py
     out = tmp_path / "warc"
-    uri = out.as_uri()
-
-    def files() -> list[str]:  # Hadoop's local file system adds a .crc file beside each
-        return sorted(p.name for p in out.iterdir() if p.name.endswith(".warc.gz"))
-
-    assert crawl("export-warc", root, "--gen", "1", uri, "--max-file-bytes", "1") == 0
-    assert files() == [warc.part_name(1, part) for part in range(4)]
-    capsys.readouterr()
-    assert crawl("export-warc", root, "--gen", "1", uri) == 0
-    assert files() == ["crawl-gen1-00000.warc.gz"]
-    assert f"wrote {uri}/crawl-gen1-00000.warc.gz: 13 records" in capsys.readouterr().out
-    records = read_records(out / "crawl-gen1-00000.warc.gz")
+    assert crawl("export-warc", root, "--gen", "1", out.as_uri()) == 0
+    path = out / "crawl-gen1-00000-000.warc.gz"
+    assert sorted(out.iterdir()) == [path]
+    assert f"wrote {path}: 13 records" in capsys.readouterr().out
+    records = read_records(path)
     assert [r[0] for r in records] == ["warcinfo", *["request", "response", "metadata"] * 4]
+
+
+def test_an_unsupported_uri_is_refused(root, capsys):
+    assert crawl("export-warc", root, "--gen", "1", "hdfs://namenode/warc") == 2
+    assert "a local folder, a file: URI or an S3 URI" in capsys.readouterr().err
+
+
+def test_index_rows_locate_each_response_record(spark, root, capsys):
+    """By default the files go to ROOT/warc/gen=N; warc_index says where each response lies:
+    seek to warc_record_offset, read warc_record_length bytes: one gzip member, the record."""
+    for max_bytes in ("1", str(10**9)):  # the rerun replaces files and rows
+        assert crawl("export-warc", root, "--gen", "1", "--max-file-bytes", max_bytes) == 0
+    folder = Path(root) / "warc" / "gen=1"
+    assert sorted(p.name for p in folder.iterdir()) == ["crawl-gen1-00000-000.warc.gz"]
+    index = tables.read(spark, root, "warc_index").where("gen = 1").orderBy("url_key").collect()
+    pages = {r[0]: r for r in PAGE_ROWS}
+    assert [r["url"] for r in index] == sorted(pages, key=urls.url_key)
+    for row in index:
+        url, status, headers, body, truncated, _ = pages[row["url"]]
+        assert row["url_key"] == urls.url_key(url)
+        assert row["warc_filename"] == str(folder / "crawl-gen1-00000-000.warc.gz")
+        assert (row["http_status"], row["is_truncated"]) == (status, truncated)
+        assert row["content_type"] == headers["content-type"].split(";")[0]
+        assert row["payload_digest"] == warc.sha1_digest(body)
+        assert row["fetched_at"] is not None
+        with open(row["warc_filename"], "rb") as f:
+            f.seek(row["warc_record_offset"])
+            member = f.read(row["warc_record_length"])
+        assert gzip_member_count(member) == 1
+        records = [
+            (r.rec_type, r.rec_headers.get_header("WARC-Target-URI"), r.raw_stream.read())
+            for r in ArchiveIterator(io.BytesIO(member), check_digests="raise")
+        ]
+        assert records == [("response", url, body)]
+
+
+def test_a_partition_per_file_of_bodies_at_most_one_per_page():
+    assert export.export_partitions(pages=4, body_bytes=10, max_bytes=10**9) == 1
+    assert export.export_partitions(pages=4, body_bytes=3 * 10**9 + 1, max_bytes=10**9) == 4
+    assert export.export_partitions(pages=1000, body_bytes=2500, max_bytes=1000) == 3
+    assert export.export_partitions(pages=4, body_bytes=5000, max_bytes=1) == 4

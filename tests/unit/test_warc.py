@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import io
 import os
 import pathlib
@@ -170,14 +171,23 @@ def test_dates_and_digests():
     assert warc.sha1_digest(b"") == "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ"
 
 
+def names_of(gen: int, part: int):
+    return functools.partial(warc.part_name, gen, part)
+
+
 def test_write_files_rolls_over_between_captures(tmp_path):
     # ~4.7 kB per file with one capture (random bytes do not compress): two fit under 8 kB.
     captures = [capture(url_key=i, body=os.urandom(3000)) for i in range(5)]
-    reports = warc.write_files(captures, str(tmp_path), 3, UA, max_bytes=8000)
+    reports: list[warc.FileReport] = []
+    written = list(
+        warc.write_files(captures, str(tmp_path), names_of(3, 7), UA, 8000, done=reports.append)
+    )
     names = [os.path.basename(r.path) for r in reports]
-    assert names == [f"crawl-gen3-{i:05d}.warc.gz" for i in range(3)]
+    assert names == [f"crawl-gen3-00007-{i:03d}.warc.gz" for i in range(3)]
     assert sorted(os.listdir(tmp_path)) == names
     assert [r.captures for r in reports] == [2, 2, 1]
+    assert [w.filename for w in written] == [names[0]] * 2 + [names[1]] * 2 + [names[2]]
+    assert [w.capture for w in written] == captures
     bodies = []
     for report in reports:
         records = read(pathlib.Path(report.path).read_bytes())
@@ -192,14 +202,46 @@ def test_write_files_rolls_over_between_captures(tmp_path):
     assert bodies == [c.body for c in captures]
 
 
-def test_write_files_no_captures_no_file_and_rerun_replaces_parts(tmp_path):
-    assert warc.write_files([], str(tmp_path), 1, UA) == []
+def test_written_offset_and_length_are_the_response_records_gzip_member(tmp_path):
+    captures = [
+        capture(url=f"http://site.test/{i}", url_key=i, body=os.urandom(i * 700)) for i in range(4)
+    ]
+    written = list(warc.write_files(captures, str(tmp_path), names_of(1, 0), UA))
+    assert len(written) == 4
+    for w in written:  # the file is complete once write_files has ended
+        with open(tmp_path / w.filename, "rb") as f:
+            f.seek(w.offset)
+            member = f.read(w.length)
+        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        inflate.decompress(member)
+        assert inflate.eof and inflate.unused_data == b""  # exactly one gzip member
+        records = [
+            (r.rec_type, r.rec_headers.get_header("WARC-Target-URI"), r.raw_stream.read())
+            for r in ArchiveIterator(io.BytesIO(member), check_digests="raise")
+        ]
+        assert records == [("response", w.capture.url, w.capture.body)]
+
+
+def test_write_files_no_captures_no_file(tmp_path):
+    assert list(warc.write_files([], str(tmp_path), names_of(1, 0), UA)) == []
     assert os.listdir(tmp_path) == []
-    many = [capture(url_key=i, body=os.urandom(3000)) for i in range(3)]
-    assert len(warc.write_files(many, str(tmp_path), 1, UA, max_bytes=1)) == 3
-    (tmp_path / "crawl-gen2-00000.warc.gz").write_bytes(b"other generation")
-    assert len(warc.write_files(many, str(tmp_path), 1, UA)) == 1
-    assert sorted(os.listdir(tmp_path)) == ["crawl-gen1-00000.warc.gz", "crawl-gen2-00000.warc.gz"]
+
+
+def test_stale_parts_are_gens_files_and_part_files_not_written():
+    names = [
+        "crawl-gen1-00000-000.warc.gz",
+        "crawl-gen1-00000-001.warc.gz",
+        "crawl-gen1-00003-000.warc.gz.part",
+        "crawl-gen1-00001-1000.warc.gz",
+        "crawl-gen2-00000-000.warc.gz",
+        "crawl-gen11-00000-000.warc.gz",
+        "notes.txt",
+    ]
+    assert warc.stale_parts(names, 1, {"crawl-gen1-00000-000.warc.gz"}) == [
+        "crawl-gen1-00000-001.warc.gz",
+        "crawl-gen1-00001-1000.warc.gz",
+        "crawl-gen1-00003-000.warc.gz.part",
+    ]
 
 
 def test_failed_write_leaves_no_file(tmp_path):
@@ -208,5 +250,5 @@ def test_failed_write_leaves_no_file(tmp_path):
         raise RuntimeError("executor lost")
 
     with pytest.raises(RuntimeError):
-        warc.write_files(broken(), str(tmp_path), 1, UA)
+        list(warc.write_files(broken(), str(tmp_path), names_of(1, 0), UA))
     assert os.listdir(tmp_path) == []

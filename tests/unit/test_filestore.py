@@ -1,0 +1,67 @@
+"""The folders the WARC export's tasks write to: local, and S3 (moto on 127.0.0.1) through
+boto3 configured from the s3a keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from crawllib import filestore, lease
+from crawllib.config import load_config, replace
+
+
+@pytest.fixture(scope="module")
+def s3_cfg():
+    """A moto S3 server on 127.0.0.1 with a bucket; a config whose s3a keys point at it."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    cfg = replace(
+        load_config(),
+        spark__conf={
+            "spark.hadoop.fs.s3a.endpoint": f"http://{host}:{port}",
+            "spark.hadoop.fs.s3a.access.key": "test",
+            "spark.hadoop.fs.s3a.secret.key": "test",
+            "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+        },
+    )
+    lease.s3_client(cfg).create_bucket(Bucket="warc-bucket")
+    yield cfg
+    server.stop()
+
+
+def test_locations_name_local_folders_or_s3_prefixes(tmp_path):
+    cfg = load_config()
+    assert filestore.folder_at(str(tmp_path), cfg) == filestore.LocalFolder(str(tmp_path))
+    assert filestore.folder_at(tmp_path.as_uri(), cfg) == filestore.LocalFolder(str(tmp_path))
+    s3 = filestore.folder_at("s3a://bucket/a/warc/", cfg)
+    assert isinstance(s3, filestore.S3Folder)
+    assert (s3.bucket, s3.prefix, s3.location("x.gz")) == (
+        "bucket",
+        "a/warc",
+        "s3a://bucket/a/warc/x.gz",
+    )
+    with pytest.raises(ValueError, match="an S3 URI"):
+        filestore.folder_at("hdfs://namenode/warc", cfg)
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_put_list_delete(where, tmp_path, request):
+    if where == "local":
+        folder: filestore.Folder = filestore.LocalFolder(str(tmp_path / "out"))
+    else:
+        cfg = request.getfixturevalue("s3_cfg")
+        folder = filestore.folder_at(f"s3a://warc-bucket/{tmp_path.name}/warc", cfg)
+    assert folder.sizes() == {}
+    with folder.staging() as work:
+        for name, data in [("a.warc.gz", b"aaa"), ("b.warc.gz", b"bb")]:
+            path = f"{work}/{name}"
+            with open(path, "wb") as f:
+                f.write(data)
+            assert folder.put(path) == folder.location(name)
+    assert folder.sizes() == {"a.warc.gz": 3, "b.warc.gz": 2}
+    folder.delete("a.warc.gz")
+    folder.delete("never-there")
+    assert folder.sizes() == {"b.warc.gz": 2}
