@@ -61,6 +61,7 @@ class Extracted(TypedDict):
     title: str | None
     text: str | None
     language: str | None
+    language_detected: str | None
     text_chars: int | None
     content_hash: str | None
     simhash: int | None

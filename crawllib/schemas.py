@@ -168,11 +168,14 @@ PAGES = struct_of(
 
 # An outbound link, normalised, and a page's extraction: crawllib.records.Link and Extracted.
 LINK = struct_of(("dst_url", S), ("dst_key", L), ("dst_host", S), ("anchor", S))
-# What an extraction says of a page's text (in EXTRACTED and in TEXTS).
+# What an extraction says of a page's text (in EXTRACTED and in TEXTS). language: as the page
+# declares it (<html lang>, primary subtag); language_detected: as its text reads
+# (crawllib.language: an ISO 639 code, null for a text too short or unclear).
 EXTRACTED_TEXT: tuple[tuple[str, DataType], ...] = (
     ("title", S),
     ("text", S),
     ("language", S),
+    ("language_detected", S),
     ("text_chars", I),
     ("content_hash", S),
     ("simhash", L),

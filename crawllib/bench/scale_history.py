@@ -133,6 +133,7 @@ def text_columns(seed: F.Column, noindex: F.Column) -> dict[str, F.Column]:
         "title": F.when(~noindex, F.concat(F.lit("Page "), seed)),
         "text": F.when(~noindex, text),
         "language": F.lit("en"),
+        "language_detected": F.lit("en"),
         "text_chars": F.when(noindex, F.lit(0)).otherwise(F.length(text)),
         "content_hash": F.sha2(text, 256),
         "simhash": F.xxhash64(text),

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from crawllib import tables
 from crawllib.hashing import content_hash, hamming64, lsh_bands, simhash64
-from crawllib.schemas import CRAWLDB, EXTRACTED, PAGES, TEXTS
+from crawllib.schemas import CRAWLDB, EXTRACTED, EXTRACTED_TEXT, PAGES, TEXTS
 from crawllib.stages import parse as parse_stage
 from crawllib.stages.base import StageRun
 from crawllib.testing.content import article_html, paragraph
@@ -160,7 +160,7 @@ def extracted_df(spark, pages):
             url,
             "a.test",
             depth,
-            *([None] * 7),
+            *([None] * (len(EXTRACTED_TEXT) + 1)),  # the text's fields and error
             [],  # directives
             False,  # tdm_reserved
             None,  # canonical_url
