@@ -243,12 +243,13 @@ def surt(url: str) -> str | None:
 
     In: a URL, normally `normalize_url`'s output. Out: the host's labels reversed and joined by
     commas (an IPv4 address reversed too, an IPv6 one as it is, without brackets), lowercase,
-    IDNA-encoded, a leading ``www.`` (``www2.`` ...) dropped; ``:port`` unless the scheme's default; ``)``;
-    the path with empty and dot segments dropped, a trailing ``/`` dropped unless the path is
-    ``/``; the query's parameters sorted; path and query lowercase, escapes decoded and only
-    non-printable or non-ASCII bytes escaped again; no scheme, userinfo or fragment. None if
-    the URL has no host or cannot be parsed. (The `surt` package also strips some session
-    parameters; `normalize_url` has already dropped those.)
+    IDNA-encoded, a leading ``www.`` (``www2.`` ...) dropped; ``:port`` unless the scheme's
+    default; ``)``; the path with empty and dot segments dropped, a trailing ``/`` dropped
+    unless the path is ``/``; the query's parameters sorted; path and query lowercase, escapes
+    decoded and only non-printable or non-ASCII bytes escaped again; no scheme, userinfo or
+    fragment. None if the URL has no host or cannot be parsed. (The `surt` package also strips
+    session ids of a few known forms from path and query; `normalize_url` drops session
+    parameters by name already.)
     """
     try:
         parts = urlsplit(url)
