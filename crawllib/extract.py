@@ -16,7 +16,9 @@ Choices:
 - The title is the <title> (else og:title, else the first <h1>), the language the primary
   subtag of <html lang> (else <meta http-equiv=content-language>): read from the lxml tree
   directly, because trafilatura's metadata pass (date detection included) is costly and
-  computes what is not kept.
+  computes what is not kept. ``language_detected`` is the language of the extracted text
+  itself (`crawllib.language.detect_language`): what the page says it is written in and
+  what it is written in differ often enough that analysts want both.
 - An unclosed <title> is closed before the next tag: parsers (browsers too) would otherwise
   read the whole page as the title and find neither text nor links.
 - Links come from lxml (fast and tolerant of broken HTML): every ``<a href>``, resolved against
@@ -32,7 +34,7 @@ Choices:
   part of the result, and acted on:
   ``noindex``: the text is not kept as a document: ``title`` and ``text`` None,
   ``text_chars`` 0; but ``content_hash`` and ``simhash`` are still those of the extracted text,
-  so that a later revisit can tell whether the page changed (language is kept too).
+  so that a later revisit can tell whether the page changed (the languages are kept too).
   ``nofollow``: the page's links are all dropped, but for its canonical URL.
   A canonical URL (other than the page's own) is one more link (anchor ""), nofollow or not:
   it is queued like a link target.
@@ -53,6 +55,7 @@ import trafilatura
 from crawllib.config import Config
 from crawllib.directives import base_url, headers_tdm_reserved, page_directives, rel_tokens
 from crawllib.hashing import content_hash, simhash64
+from crawllib.language import detect_language
 from crawllib.records import Extracted, Link
 from crawllib.urls import InvalidURL, host_of, normalize_url, url_key
 
@@ -93,7 +96,8 @@ def extract_page(
     In: the raw body, the page's (normalised) URL, the charset of its Content-Type header (or
     None), the config (``cfg.parse``, ``cfg.robots.agent``) and the response headers
     (lowercase keys, as the pages table holds them; None: none).
-    Out: dict with title, text, language (primary subtag, lowercase: "en"), text_chars,
+    Out: dict with title, text, language (primary subtag, lowercase: "en"),
+    language_detected (of the text, `crawllib.language.detect_language`), text_chars,
     content_hash (hex SHA-256 of text), simhash (signed 64-bit), error (None or
     "ExceptionType: message"), directives (robots directives for us, sorted), tdm_reserved,
     canonical_url (normalised or None) and links: list of (normalised dst URL, anchor text).
@@ -111,6 +115,7 @@ def extract_page(
             "title": None,
             "text": None,
             "language": None,
+            "language_detected": None,
             "text_chars": None,
             "content_hash": None,
             "simhash": None,
@@ -149,6 +154,7 @@ def extract_record(
         "title": page["title"],
         "text": page["text"],
         "language": page["language"],
+        "language_detected": page["language_detected"],
         "text_chars": page["text_chars"],
         "content_hash": page["content_hash"],
         "simhash": page["simhash"],
@@ -199,6 +205,7 @@ def _extract(
         "title": None if noindex else page_title(tree),
         "text": None if noindex else text,
         "language": page_language(tree),
+        "language_detected": detect_language(text),
         "text_chars": 0 if noindex else len(text),
         "content_hash": content_hash(text) if text else None,
         "simhash": simhash64(text) if text else None,

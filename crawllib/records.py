@@ -61,6 +61,7 @@ class Extracted(TypedDict):
     title: str | None
     text: str | None
     language: str | None
+    language_detected: str | None
     text_chars: int | None
     content_hash: str | None
     simhash: int | None
@@ -74,7 +75,8 @@ class Extracted(TypedDict):
 class FetchRecord(TypedDict):
     """What became of one input URL: exactly one per :class:`FetchInput` row.
 
-    url_key, url and depth are the input row's (None where it has none). ``outcome`` is a
+    url_key, url and depth are the input row's (None where it has none); domain and surt are
+    the host's registered domain and the URL's SURT key (`crawllib.urls`). ``outcome`` is a
     ``crawllib.vocab.Outcome`` word, ``error_kind`` an ``ErrorKind`` (or ``BlockedKind``) word;
     ``error_detail`` (the exception's text) is in no table.
     """
@@ -83,6 +85,8 @@ class FetchRecord(TypedDict):
     url_key: int | None
     url: str | None
     host: str
+    domain: str | None
+    surt: str | None
     depth: int | None
     outcome: str
     fetched_at: float

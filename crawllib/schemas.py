@@ -123,6 +123,15 @@ FETCHLIST = struct_of(
     ("last_modified", S),
 )
 
+# What identifies a URL in analysts' terms, as Common Crawl's index does (fetches, pages,
+# texts): its host's registered domain (crawllib.urls.registered_domain) and its SURT key
+# (crawllib.urls.surt: "com,example)/path?q=1", Common Crawl's urlkey). Null in rows an older
+# crawllib wrote.
+URL_NAMES: tuple[tuple[str, DataType], ...] = (
+    ("domain", S),
+    ("surt", S),
+)
+
 # What identifies a fetched URL in the rows of a fetch slice (fetches and pages).
 FETCHED_URL: tuple[tuple[str, DataType], ...] = (
     ("gen", I),
@@ -130,6 +139,7 @@ FETCHED_URL: tuple[tuple[str, DataType], ...] = (
     ("url_key", L),
     ("url", S),
     ("host", S),
+    *URL_NAMES,
     ("depth", I),
 )
 
@@ -168,11 +178,14 @@ PAGES = struct_of(
 
 # An outbound link, normalised, and a page's extraction: crawllib.records.Link and Extracted.
 LINK = struct_of(("dst_url", S), ("dst_key", L), ("dst_host", S), ("anchor", S))
-# What an extraction says of a page's text (in EXTRACTED and in TEXTS).
+# What an extraction says of a page's text (in EXTRACTED and in TEXTS). language: as the page
+# declares it (<html lang>, primary subtag); language_detected: as its text reads
+# (crawllib.language: an ISO 639 code, null for a text too short or unclear).
 EXTRACTED_TEXT: tuple[tuple[str, DataType], ...] = (
     ("title", S),
     ("text", S),
     ("language", S),
+    ("language_detected", S),
     ("text_chars", I),
     ("content_hash", S),
     ("simhash", L),
@@ -198,6 +211,7 @@ TEXTS = struct_of(
     ("url_key", L),
     ("url", S),
     ("host", S),
+    *URL_NAMES,
     *EXTRACTED_TEXT,
     ("duplicate_of", L),
     ("duplicate_kind", S),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import re
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import quote_from_bytes, unquote, unquote_to_bytes, urljoin, urlsplit
 
 import idna  # a dependency of tldextract; UTS #46 mapping as browsers do
 import mmh3
@@ -228,6 +228,86 @@ def registered_domain(host: str) -> str:
     except ValueError:
         pass
     return _extractor()(host).top_domain_under_public_suffix or host
+
+
+# SURT (Sort-friendly URI Reordering Transform), as the `surt` package (the Internet Archive's
+# WaybackURLKeyMaker) writes a CDX ``urlkey``: escapes are decoded, then only what is outside
+# printable ASCII (and "%", "#", space) is escaped again, and path and query are lowercase.
+_SURT_WWW = re.compile(r"www\d*\.")
+_SURT_SAFE = "!\"$&'()*+,-./:;<=>?@[\\]^_`{|}~"
+
+
+def surt(url: str) -> str | None:
+    """The SURT key of a URL, as Common Crawl's index (its ``urlkey``) and Wayback CDX files
+    write it: ``http://www.Example.com:8080/A/b/?y=2&x=1`` -> ``com,example:8080)/a/b?x=1&y=2``.
+
+    In: a URL, normally `normalize_url`'s output. Out: the host's labels reversed and joined by
+    commas (an IPv4 address reversed too, an IPv6 one as it is, without brackets), lowercase,
+    IDNA-encoded, a leading ``www.`` (``www2.`` ...) dropped; ``:port`` unless the scheme's
+    default; ``)``; the path with empty and dot segments dropped, a trailing ``/`` dropped
+    unless the path is ``/``; the query's parameters sorted; path and query lowercase, escapes
+    decoded and only non-printable or non-ASCII bytes escaped again; no scheme, userinfo or
+    fragment. None if the URL has no host or cannot be parsed. (The `surt` package also strips
+    session ids of a few known forms from path and query; `normalize_url` drops session
+    parameters by name already.)
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return None
+    host = host.strip(".")
+    if not host.isascii():
+        try:
+            host = idna.encode(host, uts46=True, transitional=False).decode("ascii")
+        except idna.IDNAError:
+            return None
+    if not host:
+        return None
+    www = _SURT_WWW.match(host)
+    key = ",".join(reversed(host[www.end() if www else 0 :].split(".")))
+    if port is not None and port != _DEFAULT_PORTS.get(parts.scheme.lower()):
+        key = f"{key}:{port}"
+    path = _surt_escape(_surt_path(_unescape_all(parts.path))).lower()
+    if len(path) > 1 and path.endswith("/"):
+        path = path[:-1]
+    query = _surt_escape(_unescape_all(parts.query)).lower()
+    if query:
+        pairs = sorted(tuple(arg.split("=", 1)) for arg in query.split("&"))
+        path = f"{path}?{'&'.join('='.join(pair) for pair in pairs)}"
+    return f"{key}){path}"
+
+
+def _unescape_all(text: str) -> bytes:
+    """Percent-escapes decoded until none is left ("%2541" -> "%41" -> "A")."""
+    data = text.encode("utf-8")
+    while True:
+        decoded = unquote_to_bytes(data)
+        if decoded == data:
+            return data
+        data = decoded
+
+
+def _surt_escape(data: bytes) -> str:
+    return quote_from_bytes(data, safe=_SURT_SAFE)
+
+
+def _surt_path(path: bytes) -> bytes:
+    """Dot segments resolved and empty segments dropped (but a last one: "/a/" stays), as
+    the `surt` package's GoogleURLCanonicalizer does; "/" for an empty path."""
+    kept: list[bytes] = []
+    for segment in path.split(b"/")[1:]:
+        if segment == b"..":
+            if kept:
+                kept.pop()
+            else:
+                kept.append(segment)
+        elif segment != b".":
+            kept.append(segment)
+    if not kept:
+        return b"/"
+    return b"/" + b"".join(s + b"/" for s in kept[:-1] if s) + kept[-1]
 
 
 def url_extension(url: str) -> str:

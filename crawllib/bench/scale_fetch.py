@@ -10,7 +10,7 @@ pages of its host in this fetchlist and to new URLs of its host; and the slots' 
 Written as the fetch stage writes a slice (pages, texts, links and the hosts MERGE at once,
 fetches last), in one slice. Not written: robots (every host's robots.txt is in the table,
 expired or not: the real fetch would refresh them), sitemaps, probes; no URL is followed in
-the task.
+the task. ``surt`` is null (it takes a Python function; no stage reads it).
 
 :func:`run_fetch` records the run in the generations table as ``pipeline.run_stage`` does
 (running, then done with its counts and the tables' versions), so parse and update take the
@@ -212,6 +212,7 @@ def synthetic_fetch(spark: SparkSession, root: str, spec: ScaleSpec) -> FetchRes
                     body=body,
                     is_truncated=F.lit(False),
                     content_hash=F.sha2(body, 256),
+                    surt=F.lit(None),
                 )
             )
             texts = ok.select(
@@ -220,6 +221,7 @@ def synthetic_fetch(spark: SparkSession, root: str, spec: ScaleSpec) -> FetchRes
                     **text_columns(F.col("seed"), F.col("noindex")),
                     duplicate_of=F.lit(None),
                     duplicate_kind=F.lit(None),
+                    surt=F.lit(None),
                 )
             )
             writes = {"pages": pages, "texts": texts, "links": _links(ok, spec)}
@@ -233,7 +235,7 @@ def synthetic_fetch(spark: SparkSession, root: str, spec: ScaleSpec) -> FetchRes
                     spark, _hosts(fetches, gen), root, "hosts", keys=["slot"], update=HOSTS_UPDATE
                 ),
             )
-            blank = {name: F.lit(None) for name in ("ip", "retry_after", "source_url")}
+            blank = {name: F.lit(None) for name in ("ip", "retry_after", "source_url", "surt")}
             tables.append(fetches.select(*columns_of(FETCHES, **blank)), root, "fetches")
             counts = {r["outcome"]: r["count"] for r in rows.groupBy("outcome").count().collect()}
             slices = tables.one_row(rows.agg(F.count_distinct("slice").alias("n")))["n"]

@@ -3,7 +3,8 @@ what earlier generations would have written for the URLs crawldb holds.
 
 Each function takes crawldb rows and returns rows of one table, in Spark built-ins. A URL's
 rows are in the generation of its last visit (``last_gen``; the frontier: the one it was
-found in), slice ``url_key mod 4``. Only the latest version of a page is kept.
+found in), slice ``url_key mod 4``. Only the latest version of a page is kept. ``surt`` is
+null (it takes a Python function; no stage reads it).
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def fetches_rows(crawldb: DataFrame) -> DataFrame:
             ip=F.lit(None),
             retry_after=F.lit(None),
             source_url=F.lit(None),
+            surt=F.lit(None),
         )
     )
 
@@ -121,6 +123,7 @@ def pages_rows(crawldb: DataFrame) -> DataFrame:
             body=body,
             is_truncated=F.lit(False),
             content_hash=F.sha2(body, 256),
+            surt=F.lit(None),
         )
     )
 
@@ -133,6 +136,7 @@ def text_columns(seed: F.Column, noindex: F.Column) -> dict[str, F.Column]:
         "title": F.when(~noindex, F.concat(F.lit("Page "), seed)),
         "text": F.when(~noindex, text),
         "language": F.lit("en"),
+        "language_detected": F.lit("en"),
         "text_chars": F.when(noindex, F.lit(0)).otherwise(F.length(text)),
         "content_hash": F.sha2(text, 256),
         "simhash": F.xxhash64(text),
@@ -163,6 +167,7 @@ def texts_rows(crawldb: DataFrame) -> DataFrame:
                 gen=F.col("last_gen"),
                 slice=_slice(),
                 **text_columns(seed, F.col("status") == Status.NOINDEX),
+                surt=F.lit(None),
                 duplicate_of=F.when(copy, F.col("_first.url_key")),
                 duplicate_kind=F.when(copy, F.lit(DuplicateKind.EXACT)),
             )

@@ -95,7 +95,7 @@ from crawllib.fetch.sitemap_fetch import fetch_sitemap, sitemap_urls
 from crawllib.fetch.slots import LoopClock, Slot
 from crawllib.records import EngineRecord, FetchRecord, HostRecord, HostState, ProbeRecord
 from crawllib.robots import RobotsRules
-from crawllib.urls import host_of, registered_domain
+from crawllib.urls import host_of, registered_domain, surt
 from crawllib.vocab import (
     HOST_DOWN_KINDS,
     PROBE_HEX,
@@ -645,11 +645,14 @@ class _Run:
     ) -> FetchRecord:
         got = got or Fetched(outcome, error_kind=error_kind)
         url = row.get("url")
+        host = row.get("host") or host_of(url or "")
         return {
             "record": Record.FETCH,
             "url_key": row.get("url_key"),
             "url": url,
-            "host": row.get("host") or host_of(url or ""),
+            "host": host,
+            "domain": registered_domain(host) if host else None,
+            "surt": surt(url) if url else None,
             "depth": row.get("depth"),
             "outcome": outcome,
             "fetched_at": self.now() if fetched_at is None else fetched_at,

@@ -52,9 +52,10 @@ def _extract_udf(cfg: Config) -> Any:
 def extract_pages(pages: DataFrame, cfg: Config) -> DataFrame:
     """Run `crawllib.extract.extract_page` on every page.
 
-    In: pages rows (gen, slice, url_key, url, host, depth, charset, headers, body).
-    Out: gen, slice, url_key, url, host, depth, and the EXTRACTED fields: title, text,
-    language, text_chars, content_hash, simhash, error, links (array<LINK>).
+    In: pages rows (PAGE_KEYS: gen, slice, url_key, url, host, domain, surt, depth; charset,
+    headers, body). Out: PAGE_KEYS and the EXTRACTED fields: title, text, language,
+    language_detected, text_chars, content_hash, simhash, error, directives, tdm_reserved,
+    canonical_url, links (array<LINK>).
 
     A plain Python UDF returning a struct: it ships only body, url, charset and headers to Python (in
     pickled batches of 100 rows, so memory stays bounded however big the bodies), keeps the
@@ -66,8 +67,9 @@ def extract_pages(pages: DataFrame, cfg: Config) -> DataFrame:
     return pages.select(*PAGE_KEYS, x.alias("x")).select(*PAGE_KEYS, "x.*")
 
 
-# What identifies a page in its extracted rows.
-PAGE_KEYS = ("gen", "slice", "url_key", "url", "host", "depth")
+# What identifies a page in its extracted rows (domain and surt: the pages row's, carried to
+# its texts row).
+PAGE_KEYS = ("gen", "slice", "url_key", "url", "host", "domain", "surt", "depth")
 
 
 def texts_of(extracted: DataFrame) -> DataFrame:

@@ -19,7 +19,7 @@ from crawllib.testing import WebSpec, serve_in_thread
 from crawllib.testing.audit import is_page_request
 from crawllib.testing.site import REGULAR_ROBOTS
 from crawllib.transforms.plan import with_slice, with_slot
-from crawllib.urls import host_of, registered_domain, url_key
+from crawllib.urls import host_of, registered_domain, surt, url_key
 from crawllib.vocab import Stage, StageState
 
 GEN = 0
@@ -148,6 +148,15 @@ def test_fetch_writes_tables_politely_and_reruns_fetch_nothing_twice(spark, web,
     assert fetches[f"http://{hosts[1]}/p/99.html"]["http_status"] == 404
     assert fetches[f"http://{hosts[0]}{DENIED}"]["outcome"] == "robots_denied"
     assert all(r["fetched_at"] is not None for r in fetches.values())
+    # what analysts look a URL up by in Common Crawl's index: registered domain and SURT key,
+    # on every fetches row (failures too), pages and texts; and the text's detected language
+    missing = fetches[f"http://{hosts[1]}/p/99.html"]
+    assert missing["domain"] == registered_domain(hosts[1])
+    assert missing["surt"] == ",".join(reversed(hosts[1].split("."))) + ")/p/99.html"
+    assert fetches[f"http://{hosts[0]}{DENIED}"]["surt"] == surt(f"http://{hosts[0]}{DENIED}")
+    for row in [*pages, *texts.values(), *fetches.values()]:
+        assert (row["domain"], row["surt"]) == (registered_domain(row["host"]), surt(row["url"]))
+    assert {r["language_detected"] for r in texts.values()} == {"en"}
     robots = {r["host"]: r for r in tables.read(spark, root, "robots").collect()}
     assert set(robots) == set(hosts)
     assert all(r["body"] == REGULAR_ROBOTS and r["http_status"] == 200 for r in robots.values())

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from crawllib import tables
 from crawllib.hashing import content_hash, hamming64, lsh_bands, simhash64
-from crawllib.schemas import CRAWLDB, EXTRACTED, PAGES, TEXTS
+from crawllib.schemas import CRAWLDB, EXTRACTED, EXTRACTED_TEXT, PAGES, TEXTS
 from crawllib.stages import parse as parse_stage
 from crawllib.stages.base import StageRun
 from crawllib.testing.content import article_html, paragraph
@@ -25,7 +25,7 @@ from crawllib.transforms.parse import (
     next_frontier,
     texts_of,
 )
-from crawllib.urls import url_key
+from crawllib.urls import surt, url_key
 
 MIN_CHARS = 200
 
@@ -160,7 +160,7 @@ def extracted_df(spark, pages):
             url,
             "a.test",
             depth,
-            *([None] * 7),
+            *([None] * (len(EXTRACTED_TEXT) + 1)),  # the text's fields and error
             [],  # directives
             False,  # tdm_reserved
             None,  # canonical_url
@@ -239,6 +239,8 @@ def page_rows(gen: int) -> list[dict]:
             "url_key": url_key(url),
             "url": url,
             "host": "site.test",
+            "domain": "site.test",
+            "surt": surt(url),
             "depth": depth,
             "http_status": 200,
             "content_type": "text/html",
@@ -323,6 +325,13 @@ def test_stage_writes_texts_links_frontier_and_is_idempotent(
     )
     assert by_url["http://site.test/copy.html"]["duplicate_of"] is None
     assert by_url["http://site.test/a.html"]["title"] == "First story | site.test"
+    # a texts row carries its page's domain and SURT key; its language is its text's
+    assert {(t["url"], t["domain"], t["surt"], t["language_detected"]) for t in texts} == {
+        ("http://site.test/a.html", "site.test", "test,site)/a.html", "en"),
+        ("http://site.test/b.html", "site.test", "test,site)/b.html", "en"),
+        ("http://site.test/copy.html", "site.test", "test,site)/copy.html", "en"),
+        ("http://site.test/empty.html", "site.test", "test,site)/empty.html", None),
+    }
     assert {(link["src_url"], link["dst_url"]) for link in links} >= {
         ("http://site.test/a.html", "http://new.test/n"),
         ("http://site.test/b.html", "http://site.test/a.html"),

@@ -9,6 +9,7 @@ import time
 import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from crawllib import tables
 from crawllib.cli import main
@@ -104,6 +105,53 @@ def test_merge_marks_replaced_rows_with_deletion_vectors_and_init_upgrades_old_t
     assert tables.property_of(spark, root, "hosts", "delta.enableDeletionVectors") is None
     assert crawl("init", root) == 0
     assert tables.property_of(spark, root, "hosts", "delta.enableDeletionVectors") == "true"
+
+
+# Columns added to fetches, pages and texts after their first release (in the middle of the
+# tables' schemas: an older table has them at its end).
+ADDED = {"domain", "surt", "language_detected"}
+
+
+@pytest.mark.slow  # init_tables makes every table of a root
+def test_tables_of_an_older_crawllib_get_the_new_columns_null_and_new_rows_fill_them(
+    spark, tmp_path
+):
+    root = str(tmp_path / "old")
+    for name in ("fetches", "pages", "texts"):
+        schema, partitions = TABLES[name]
+        old = StructType([f for f in schema.fields if f.name not in ADDED])
+        DeltaTable.create(spark).location(tables.table_path(root, name)).addColumns(
+            old
+        ).partitionedBy(*partitions).execute()
+        row = {"gen": 0, "url_key": 1, "url": "http://www.a.test/x", "host": "www.a.test"}
+        spark.createDataFrame([tuple(row.get(f) for f in old.fieldNames())], old).write.format(
+            "delta"
+        ).mode("append").save(tables.table_path(root, name))
+    tables.init_tables(spark, root, upgrade=True)
+    for name in ("fetches", "pages", "texts"):
+        schema, _ = TABLES[name]
+        added = ADDED & set(schema.fieldNames())
+        assert added <= set(tables.read(spark, root, name).columns), name
+        new = {
+            "gen": 1,
+            "url_key": 2,
+            "url": "http://www.a.test/y",
+            "host": "www.a.test",
+            "domain": "a.test",
+            "surt": "test,a)/y",
+            "language_detected": "en",
+        }
+        tables.append(
+            spark.createDataFrame([tuple(new.get(f) for f in schema.fieldNames())], schema),
+            root,
+            name,
+        )
+        got = {
+            r["gen"]: r.asDict()
+            for r in tables.read(spark, root, name).select("gen", *added).collect()
+        }
+        assert got[0] == {"gen": 0, **{c: None for c in added}}, name
+        assert got[1] == {"gen": 1, **{c: new[c] for c in added}}, name
 
 
 def test_in_parallel_runs_actions_at_once_and_raises_the_first_failure_after_all_end(spark):

@@ -184,6 +184,7 @@ def test_empty_body_is_a_recorded_error(body):
         "title": None,
         "text": None,
         "language": None,
+        "language_detected": None,
         "text_chars": None,
         "content_hash": None,
         "simhash": None,
@@ -234,6 +235,20 @@ def test_language_from_html_lang_or_meta():
     body = f"<html><head>{meta}</head><body>{prose()}</body></html>".encode()
     assert extract_page(body, URL, None, CFG)["language"] == "fr"
     assert extract_page(page(prose(), lang=""), URL, None, CFG)["language"] is None
+
+
+def test_detected_language_is_the_texts_not_the_declared_one():
+    german = (
+        "<article><h1>Haushalt</h1>"
+        + "<p>Der Stadtrat hat am Dienstagabend über den neuen Haushalt der öffentlichen "
+        "Bibliothek beraten. Mehrere Bürger fragten, warum die Öffnungszeiten im letzten "
+        "Winter gekürzt wurden, und die Bürgermeisterin versprach Besserung.</p>" * 3 + "</article>"
+    )
+    result = extract_page(page(german, lang="en"), URL, "utf-8", CFG)
+    assert (result["language"], result["language_detected"]) == ("en", "de")
+    assert extract_page(page(prose(), lang="de"), URL, None, CFG)["language_detected"] == "en"
+    empty = extract_page(page("<div></div>"), URL, None, CFG)
+    assert empty["text"] == "" and empty["language_detected"] is None
 
 
 def test_directives_canonical_and_tdm_are_part_of_the_result():

@@ -173,6 +173,8 @@ def test_a_request_result_is_a_fetch_record_without_the_row_identity():
         "url_key",
         "url",
         "host",
+        "domain",
+        "surt",
         "depth",
         "fetched_at",
         "extracted",

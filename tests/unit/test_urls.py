@@ -1,4 +1,4 @@
-"""Unit tests of crawllib.urls: normalisation rules, keys, hosts, domains, extensions."""
+"""Unit tests of crawllib.urls: normalisation rules, keys, hosts, domains, SURT keys, extensions."""
 
 import socket
 
@@ -12,6 +12,7 @@ from crawllib.urls import (
     host_of,
     normalize_url,
     registered_domain,
+    surt,
     url_extension,
     url_key,
 )
@@ -340,6 +341,76 @@ def test_registered_domain_needs_no_network_and_no_cache_dir(monkeypatch, tmp_pa
     finally:
         urls._extractor.cache_clear()
     assert list(tmp_path.iterdir()) == []
+
+
+# --- surt: the urlkey of Common Crawl's index -----------------------------------------------
+# Expected keys are what the `surt` package (0.3.1, `surt.surt(url)`: the Internet Archive's
+# canonicalizer, which Common Crawl's CDX index uses) gives for the same URL.
+
+
+@pytest.mark.parametrize(
+    ("url", "key"),
+    [
+        ("http://www.example.com/path?q=1", "com,example)/path?q=1"),
+        ("http://example.com/", "com,example)/"),
+        ("http://example.com", "com,example)/"),
+        # www, www2 dropped; only a leading one
+        ("http://WWW3.Example.com/Index.HTML", "com,example)/index.html"),
+        ("http://sub.www.example.com/a", "com,example,www,sub)/a"),
+        ("http://www2.example.co.uk/index.html", "uk,co,example)/index.html"),
+        # ports: the scheme's default dropped, others kept before ")"
+        ("https://Example.COM:8443/A/B/?b=2&a=1", "com,example:8443)/a/b?a=1&b=2"),
+        ("http://www.example.com:80/", "com,example)/"),
+        ("https://example.com:443/x", "com,example)/x"),
+        ("http://example.com:443/x", "com,example:443)/x"),
+        # trailing slash dropped unless the path is "/"; empty segments dropped
+        ("http://example.com/dir/", "com,example)/dir"),
+        ("http://example.com//a//b/", "com,example)/a/b"),
+        # query: sorted, lowercase, an empty one dropped; fragment dropped
+        ("http://example.com/?B=1&a=2", "com,example)/?a=2&b=1"),
+        ("http://example.com/s?q=Foo+Bar&lang=en", "com,example)/s?lang=en&q=foo+bar"),
+        ("http://example.com/?", "com,example)/"),
+        ("http://example.com/a#frag", "com,example)/a"),
+        # escapes decoded, non-ASCII escaped again, lowercase
+        ("http://example.com/%7Euser/", "com,example)/~user"),
+        ("http://example.com/a%20b", "com,example)/a%20b"),
+        ("http://example.com/caf%C3%A9/?q=%C3%A9t%C3%A9", "com,example)/caf%c3%a9?q=%c3%a9t%c3%a9"),
+        # IDN: punycode labels, reversed
+        ("http://xn--bcher-kva.de/Stra%C3%9Fe", "de,xn--bcher-kva)/stra%c3%9fe"),
+        ("http://www.bücher.de/", "de,xn--bcher-kva)/"),
+        ("http://www.example.com./x", "com,example)/x"),
+        # addresses: IPv4 reversed too (the package's default), IPv6 as it is
+        ("http://127.0.0.1:8080/x", "1,0,0,127:8080)/x"),
+        ("http://[2001:db8::1]/a", "2001:db8::1)/a"),
+        # real-world pages
+        ("https://en.wikipedia.org/wiki/Main_Page", "org,wikipedia,en)/wiki/main_page"),
+        (
+            "https://www.bbc.co.uk/news/world-europe-12345678",
+            "uk,co,bbc)/news/world-europe-12345678",
+        ),
+    ],
+)
+def test_surt(url, key):
+    assert surt(url) == key
+
+
+@pytest.mark.parametrize("url", ["not a url", "http://[::1/", "file:///etc/passwd", ""])
+def test_surt_of_a_url_without_host_is_none(url):
+    assert surt(url) is None
+
+
+@given(
+    st.sampled_from(["http://Www.A.com", "https://a.b.c.co.uk:8443", "http://10.0.0.1"]),
+    st.text(alphabet="aZ09-._~%/?&=;:@!$'()*+, #\u00e9", max_size=20),
+)
+def test_surt_of_a_normalised_url_is_lowercase_ascii_without_scheme(origin, tail):
+    try:
+        url = normalize_url(f"{origin}/{tail}")
+    except InvalidURL:
+        assume(False)
+    key = surt(url)
+    assert key is not None and key.isascii() and key == key.lower()
+    assert "://" not in key and ")/" in key and "#" not in key
 
 
 @pytest.mark.parametrize(
