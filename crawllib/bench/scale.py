@@ -153,6 +153,8 @@ def measure(
     t0 = time.perf_counter()
     clone_root(source, root)
     copy_s = time.perf_counter() - t0
+    # A root cached by an earlier version gets the columns added since (as `crawl run` does).
+    tables.init_tables(spark, root, upgrade=True)
     try:
         before = table_sizes(spark, root)
         stages = run_generation(spark, spec, root, cfg)
