@@ -35,6 +35,7 @@ from crawllib.transforms.parse import (
     MARK_COLUMNS,
     extract_pages,
     followed_links,
+    key_collisions,
     links_table,
     mark_canonical,
     mark_exact_duplicates,
@@ -61,7 +62,9 @@ class ParseResult(StageResult):
     nofollow: pages with that robots directive; tdm_reserved: pages reserving text and data
     mining rights; links: rows of gen; new_frontier: frontier rows of gen + 1, reason link or
     sitemap; trap_patterns: URL patterns judged traps, alias_hosts: hosts judged aliases of
-    another, after this generation's pages are counted (crawllib.traps, crawllib.aliases)."""
+    another, after this generation's pages are counted (crawllib.traps, crawllib.aliases);
+    key_collisions: link targets and sitemap entries left out because a known URL has their
+    url_key (transforms.parse.key_collisions)."""
 
     THROUGHPUT: ClassVar[str] = "pages"
 
@@ -80,6 +83,7 @@ class ParseResult(StageResult):
     new_frontier: int
     trap_patterns: int
     alias_hosts: int
+    key_collisions: int
 
 
 def run(run: StageRun) -> ParseResult:
@@ -251,6 +255,28 @@ def _count_patterns(run: StageRun, pages: DataFrame, marks: DataFrame) -> dict[s
     }
 
 
+def _count_collisions(
+    run: StageRun, links: DataFrame, sitemaps: DataFrame, known: DataFrame
+) -> int:
+    """The link targets and sitemap entries of gen whose url_key a known URL has under another
+    URL (transforms.parse.key_collisions), logged with a few examples."""
+    listed = sitemaps.select(F.explode("entries").alias("e")).select(
+        F.col("e.url_key").alias("dst_key"), F.col("e.url").alias("dst_url")
+    )
+    targets = links.select("dst_key", "dst_url").unionByName(listed)
+    collisions = key_collisions(targets, known)
+    count = collisions.count()
+    if count:
+        examples = [f"{r.dst_url} (known: {r.known_url})" for r in collisions.take(5)]
+        log.warning(
+            "parse gen %d: %d URLs share their url_key with another URL and are not crawled: %s",
+            run.gen,
+            count,
+            "; ".join(examples),
+        )
+    return count
+
+
 def _write_frontier(
     run: StageRun, pages: DataFrame, marks: DataFrame, sitemaps: DataFrame
 ) -> dict[str, int]:
@@ -261,14 +287,19 @@ def _write_frontier(
     links = run.read("links").where(F.col("gen") == gen)
     reasons = sql_list([FrontierReason.LINK, FrontierReason.SITEMAP])
     where = f"gen = {gen + 1} AND reason IN ({reasons})"
+    fetched = run.read("fetches").where(F.col("gen") == gen).select("url_key", "url")
+    crawldb = run.read("crawldb")
+    known = crawldb.select("url_key", "url").unionByName(fetched)
+    collisions = _count_collisions(run, links, sitemaps, known)
     if not run.frontier_open:  # gen + 1 was planned from it: kept as it is
-        return {"links": links.count(), "new_frontier": run.read("frontier").where(where).count()}
+        return {
+            "links": links.count(),
+            "new_frontier": run.read("frontier").where(where).count(),
+            "key_collisions": collisions,
+        }
     links = links.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         cfg = run.cfg
-        fetched = run.read("fetches").where(F.col("gen") == gen).select("url_key")
-        crawldb = run.read("crawldb")
-        known = crawldb.select("url_key").unionByName(fetched)
         sources = pages.select("url_key", "host").join(marks, "url_key", "left")
         followed = followed_links(links, marks, cfg)
         cash = link_cash(followed, sources_of(sources, crawldb), cfg)
@@ -276,13 +307,17 @@ def _write_frontier(
         linked = next_frontier(followed, depths, known, gen, cash).persist(
             StorageLevel.MEMORY_AND_DISK
         )
-        also_known = known.unionByName(linked.select("url_key"))
+        also_known = known.select("url_key").unionByName(linked.select("url_key"))
         weight = cfg.generate.internal_link_weight
         listed = sitemap_frontier(sitemaps, also_known, gen, weight)
         frontier = linked.unionByName(listed).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             run.replace_own(frontier, "frontier", where)
-            return {"links": links.count(), "new_frontier": frontier.count()}
+            return {
+                "links": links.count(),
+                "new_frontier": frontier.count(),
+                "key_collisions": collisions,
+            }
         finally:
             frontier.unpersist()
             linked.unpersist()

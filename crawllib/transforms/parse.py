@@ -335,6 +335,25 @@ def followed_links(links: DataFrame, marks: DataFrame, cfg: Config) -> DataFrame
     return links.join(copies, "src_key", "left_anti")
 
 
+def key_collisions(targets: DataFrame, known: DataFrame) -> DataFrame:
+    """Target URLs whose url_key a known URL has under another URL: a collision of the 64-bit
+    key (about 3 pairs expected in 10^10 URLs, docs/scale.md). The frontier's anti-joins are on
+    the key, so such a URL is taken as known and never crawled (no state is shared: only
+    fetched URLs reach crawldb's MERGE); parse counts and logs them, so the loss is not silent.
+
+    In: targets (dst_key, dst_url: link targets, sitemap entries); known (url_key, url:
+    crawldb's URLs and the generation's fetched ones). Out: dst_key, dst_url, known_url, one
+    row per colliding pair."""
+    wanted = targets.select("dst_key", "dst_url").distinct()
+    held = rows_of(known.select("url_key", "url"), wanted, "url_key", key="dst_key")
+    return (
+        wanted.join(held.withColumnRenamed("url_key", "dst_key"), "dst_key")
+        .where(F.col("dst_url") != F.col("url"))
+        .select("dst_key", "dst_url", F.col("url").alias("known_url"))
+        .distinct()
+    )
+
+
 def next_frontier(
     links: DataFrame,
     pages: DataFrame,

@@ -18,6 +18,7 @@ from crawllib.testing.content import article_html, paragraph
 from crawllib.transforms.parse import (
     MARK_COLUMNS,
     extract_pages,
+    key_collisions,
     links_table,
     lsh_band_columns,
     mark_exact_duplicates,
@@ -314,6 +315,7 @@ def test_stage_writes_texts_links_frontier_and_is_idempotent(
         "new_frontier": 2,
         "trap_patterns": 0,
         "alias_hosts": 0,
+        "key_collisions": 0,
     }
     texts, links, frontier = snapshot(spark, crawl_root)
     by_url = {t["url"]: t for t in texts}
@@ -379,3 +381,26 @@ def test_duplicate_marks_outlive_the_texts_write_without_rereading_it(spark, spa
     assert len(before) == 1  # a.html, an exact copy of copy.html
     tables.append(texts, crawl_root, "texts")  # a new version of the table the marks came from
     assert sorted(r.asDict().items() for r in marks.collect()) == before
+
+
+def test_key_collisions_are_targets_a_known_url_has_the_key_of(spark):
+    """A target whose url_key a known URL has under another URL is a collision (the anti-join
+    would take it as known); the same URL under its own key, or a new key, is not."""
+    k_same, k_forged, k_new = url_key("http://a.org/"), url_key("http://b.org/x"), 12345
+    targets = spark.createDataFrame(
+        [
+            (k_same, "http://a.org/"),  # known, same URL
+            (k_forged, "http://b.org/x"),  # known key, another URL: a collision
+            (k_forged, "http://b.org/x"),  # linked twice: one pair
+            (k_new, "http://c.org/"),  # unknown key
+        ],
+        "dst_key long, dst_url string",
+    )
+    known = spark.createDataFrame(
+        [(k_same, "http://a.org/"), (k_forged, "http://elsewhere.net/y")],
+        "url_key long, url string",
+    )
+    got = [r.asDict() for r in key_collisions(targets, known).collect()]
+    assert got == [
+        {"dst_key": k_forged, "dst_url": "http://b.org/x", "known_url": "http://elsewhere.net/y"}
+    ]
