@@ -5,31 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from crawllib import filestore, lease
-from crawllib.config import load_config, replace
+from crawllib import filestore
+from crawllib.config import load_config
+from crawllib.testing.s3 import moto_s3
 
 
 @pytest.fixture(scope="module")
 def s3_cfg():
-    """A moto S3 server on 127.0.0.1 with a bucket; a config whose s3a keys point at it."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    cfg = replace(
-        load_config(),
-        spark__conf={
-            "spark.hadoop.fs.s3a.endpoint": f"http://{host}:{port}",
-            "spark.hadoop.fs.s3a.access.key": "test",
-            "spark.hadoop.fs.s3a.secret.key": "test",
-            "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
-            "spark.hadoop.fs.s3a.path.style.access": "true",
-        },
-    )
-    lease.s3_client(cfg).create_bucket(Bucket="warc-bucket")
-    yield cfg
-    server.stop()
+    """moto's S3 on 127.0.0.1 with a bucket (crawllib.testing.s3)."""
+    with moto_s3("warc-bucket") as cfg:
+        yield cfg
 
 
 def test_locations_name_local_folders_or_s3_prefixes(tmp_path):

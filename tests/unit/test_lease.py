@@ -13,6 +13,7 @@ import pytest
 from crawllib import lease
 from crawllib.config import load_config, replace
 from crawllib.errors import LeaseHeld, LeaseLost
+from crawllib.testing.s3 import moto_s3
 
 TTL = 60.0
 
@@ -27,26 +28,9 @@ class Clock:
 
 @pytest.fixture(scope="module")
 def s3():
-    """A moto S3 server on 127.0.0.1 and a bucket; yields a config whose spark.conf points
-    the s3a keys (and so the lease's client) at it."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    cfg = replace(
-        load_config(),
-        spark__conf={
-            "spark.hadoop.fs.s3a.endpoint": f"http://{host}:{port}",
-            "spark.hadoop.fs.s3a.access.key": "test",
-            "spark.hadoop.fs.s3a.secret.key": "test",
-            "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
-            "spark.hadoop.fs.s3a.path.style.access": "true",
-        },
-    )
-    lease.s3_client(cfg).create_bucket(Bucket="crawl-bucket")
-    yield cfg
-    server.stop()
+    """moto's S3 on 127.0.0.1 with a bucket (crawllib.testing.s3)."""
+    with moto_s3("crawl-bucket") as cfg:
+        yield cfg
 
 
 @pytest.fixture(params=["local", "s3"])
