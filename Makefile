@@ -1,11 +1,11 @@
-# Quick start: `make demo` (install + demo crawl), `make test` (install + lint + all tests),
-# `make check` (lint + the fast tier: unit and fast Spark tests, for the inner loop).
+# Quick start: `make demo` (install + demo crawl), `make test` (install + lint + the fast tier:
+# unit and Spark tests, what CI runs), `make test-all` (lint + every test, nightly/before release).
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test check lint typecheck format unit e2e bench dist airflow-env clean
+.PHONY: install demo test test-all check lint typecheck format unit e2e bench dist airflow-env clean
 
 install: $(STAMP)
 
@@ -33,8 +33,13 @@ format: $(STAMP)
 	$(BIN)/ruff format crawllib jobs tests tools
 	$(BIN)/ruff check --fix crawllib jobs tests tools
 
-# Every test: unit, Spark, end-to-end crawls, the Airflow DAG, the standalone cluster (CI).
+# What CI runs (under 30 minutes on 2 cores): lint, then the fast tier (tests/conftest.py).
 test: lint
+	$(BIN)/pytest -m "not slow"
+
+# Every test: also the end-to-end crawls, the Airflow DAGs, the standalone cluster (about an
+# hour on 2 cores): nightly and before a release.
+test-all: lint
 	$(BIN)/pytest
 
 # The inner loop: unit tests and the fast Spark tests (tests/conftest.py assigns the tiers).
