@@ -42,9 +42,8 @@ test: lint
 test-all: lint
 	$(BIN)/pytest
 
-# The inner loop: unit tests and the fast Spark tests (tests/conftest.py assigns the tiers).
-check: lint
-	$(BIN)/pytest -m "not slow"
+# The inner loop: the same as `make test` (the fast tier).
+check: test
 
 unit: $(STAMP)
 	$(BIN)/pytest tests/unit
