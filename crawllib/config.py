@@ -442,8 +442,8 @@ class FetchConfig:
     deadline_seconds: float = setting(
         3600.0,
         "a generation's fetch stops starting requests this long after it began (all slices "
-        "together); the rest is deferred",
-        positive,
+        "together); the rest is deferred (0: nothing is fetched, every URL is deferred)",
+        at_least(0),
     )
     retry_after_cap: float = setting(
         120.0,

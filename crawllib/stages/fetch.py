@@ -148,10 +148,11 @@ def run(run: StageRun) -> FetchResult:
     urls_done = 0
     stored = Stored(Counter(), 0)  # summed over this run's slices
     # fetch.deadline_seconds counts from the generation's first fetch start, over all slices
-    # (and reruns): each slice gets what is left, a slice past it defers its URLs
+    # (and reruns): each slice gets what is left, a slice past it (0 left) defers its URLs
+    # before any request, robots.txt included
     deadline = run.first_started(Stage.FETCH) + cfg.fetch.deadline_seconds
     for i, r in enumerate(listing.todo, start=1):
-        left = max(0.001, deadline - time.time())
+        left = max(0.0, deadline - time.time())
         sliced = replace(cfg, fetch__deadline_seconds=left)
         done = fetch_slice(spark, root, sliced, gen, r.slice, r.slots, fetchlist, r.dirty)
         robots_fetched += done.robots

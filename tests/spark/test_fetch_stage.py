@@ -16,7 +16,6 @@ from crawllib.schemas import FETCHES
 from crawllib.stages import fetch
 from crawllib.stages.base import StageRun
 from crawllib.testing import WebSpec, serve_in_thread
-from crawllib.testing.audit import is_page_request
 from crawllib.testing.site import REGULAR_ROBOTS
 from crawllib.transforms.plan import with_slice, with_slot
 from crawllib.urls import host_of, registered_domain, surt, url_key
@@ -240,13 +239,15 @@ def test_robots_of_new_hosts_are_appended_and_an_expired_row_is_refreshed_by_mer
 
 def test_the_deadline_counts_from_the_generations_first_fetch_over_every_slice(spark, web, crawl):
     # an earlier run started the fetch of GEN two hours ago and crashed: a rerun has what
-    # is left of fetch.deadline_seconds (an hour: nothing), so every URL waits, no request
+    # is left of fetch.deadline_seconds (an hour: nothing), so every URL waits, and no
+    # request is made, robots.txt included (a robots.txt fetched then let a URL through)
     root, cfg, by_slice = crawl
     began = dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(hours=2)
     generations.record(spark, root, GEN, Stage.FETCH, StageState.RUNNING, began)
     before = len(web.log)
     result = fetch.run(StageRun(spark, root, replace(cfg, fetch__deadline_seconds=3600.0), GEN))
-    assert not [r for r in web.log[before:] if is_page_request(r.path_qs)]
+    assert web.log[before:] == []
+    assert result.robots_fetched == 0
     assert result.deferred == sum(len(urls) for urls in by_slice.values())
     kinds = {r["error_kind"] for r in tables.read(spark, root, "fetches").collect()}
     assert kinds == {"deadline"}

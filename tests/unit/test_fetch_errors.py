@@ -227,6 +227,18 @@ def test_deadline_defers_what_was_not_started():
         assert max(times) - min(times) < 0.5 * (len(times) - 1) * delay
 
 
+def test_no_time_left_defers_every_url_without_a_request():
+    # a slice started past the generation's deadline gets 0 s: not even robots.txt is asked
+    with LocalWeb() as server:
+        cfg = config(server.resolve("a.test", "b.test"), fetch__deadline_seconds=0.0)
+        urls = [f"http://{h}/{i}" for h in ("a.test", "b.test") for i in range(3)]
+        fetches, robots = crawl(urls, cfg)
+        assert server.hits == [] and robots == []
+    assert {(fetches[u]["outcome"], fetches[u]["error_kind"]) for u in urls} == {
+        ("deferred", "deadline")
+    }
+
+
 def test_max_urls_per_host_defers_the_rest():
     with LocalWeb() as server:
         cfg = config(server.resolve("a.test"), fetch__max_urls_per_host=2)
