@@ -3,8 +3,10 @@ tiers.
 
 Tiers, by folder: tests/unit (pure code, no SparkSession) and tests/spark (a shared session,
 tables under tmp_path) form the fast tier, ``make check`` (``pytest -m "not slow"``); tests/e2e,
-tests/airflow and tests/cluster, and any test marked ``e2e`` elsewhere, are ``slow``. ``make
-test`` (what CI runs) is the fast tier; ``make test-all`` runs them all.
+tests/airflow and tests/cluster, and any test marked ``e2e`` elsewhere, are ``slow``, except
+those marked ``smoke`` (tests/e2e/test_crawl.py: one whole crawl of the test web, a few
+minutes), which the fast tier keeps. ``make test`` (what CI runs) is the fast tier; ``make
+test-all`` runs them all.
 """
 
 from __future__ import annotations
@@ -90,5 +92,6 @@ def pytest_collection_modifyitems(config, items):
         folder = Path(item.path).resolve().relative_to(TESTS).parts[0]
         if folder == "spark":
             item.add_marker(pytest.mark.spark)
-        if folder in SLOW_FOLDERS or item.get_closest_marker("e2e"):
+        slow = folder in SLOW_FOLDERS or item.get_closest_marker("e2e")
+        if slow and not item.get_closest_marker("smoke"):
             item.add_marker(pytest.mark.slow)

@@ -22,7 +22,7 @@ from crawllib.urls import normalize_url, url_key
 from crawllib.vocab import STAGES
 from tests.e2e.conftest import DELAY, GENERATIONS, MAX_DEPTH
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.smoke]  # the fast tier keeps this whole crawl
 
 BOMB = "http://gzipbomb.org/bomb.html"
 
