@@ -4,8 +4,9 @@ tiers.
 Tiers, by folder: tests/unit (pure code, no SparkSession) and tests/spark (a shared session,
 tables under tmp_path) form the fast tier, ``make check`` (``pytest -m "not slow"``); tests/e2e,
 tests/airflow and tests/cluster, and any test marked ``e2e`` elsewhere, are ``slow``, except
-those marked ``smoke`` (tests/e2e/test_crawl.py: one whole crawl of the test web, a few
-minutes), which the fast tier keeps. ``make test`` (what CI runs) is the fast tier; ``make
+those marked ``smoke``, which the fast tier keeps: tests/e2e/test_crawl.py (one whole crawl of
+the test web), test_notebook.py (the analyst notebook re-executed on that crawl) and
+test_s3.py (a crawl and WARC export on an ``s3a://`` root on a local S3 server). ``make test`` (what CI runs) is the fast tier; ``make
 test-all`` runs them all.
 """
 

@@ -17,7 +17,7 @@ import pytest
 from crawllib import cli
 from tools.execute_notebook import execute
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.smoke]  # in the fast tier: CI runs it
 
 PROJECT = Path(__file__).resolve().parents[2]
 NOTEBOOK = PROJECT / "notebooks" / "crawl_overview.ipynb"

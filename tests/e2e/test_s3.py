@@ -21,7 +21,7 @@ from crawllib.testing import WebSpec, serve_in_thread
 from crawllib.urls import normalize_url
 from tests.conftest import test_config_overrides
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.smoke]  # in the fast tier: CI runs it
 
 BUCKET = "crawl"
 ROOT = f"s3a://{BUCKET}/root"
