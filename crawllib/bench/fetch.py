@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import itertools
+import json
 import os
 import re
 import shutil
@@ -194,9 +196,9 @@ def web_server(
                 if log:
                     write_log(log, web.log)
         return
-    cmd = [sys.executable, "-m", "crawllib.testing", "--hosts", str(spec.hosts)]
-    cmd += ["--pages", str(spec.pages_per_host), "--fanout", str(spec.fanout)]
-    cmd += ["--port", "0", "--no-special"] + (["--log", log] if log else [])
+    # the whole spec (popular pages, cross-host links, seed...), not only the usual options
+    cmd = [sys.executable, "-m", "crawllib.testing", "--port", "0"]
+    cmd += ["--spec", json.dumps(dataclasses.asdict(spec))] + (["--log", log] if log else [])
     # The test web stands for remote servers with CPUs of their own: ahead of the crawler in
     # the scheduler, so the crawler's load does not stall its request log (`nice` runs it as
     # is where a higher priority is not allowed; it execs, so the pid is the server's).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import signal
 
@@ -38,6 +39,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--now", type=float, default=None, help="clock of changing pages (epoch s; default real)"
     )
+    parser.add_argument(
+        "--spec",
+        default="",
+        help='WebSpec fields as a JSON object, over the options above, e.g. \'{"popular_pages": 3}\'',
+    )
     args = parser.parse_args(argv)
     spec = WebSpec(
         seed=args.seed,
@@ -49,10 +55,27 @@ def main(argv: list[str] | None = None) -> None:
         changing_hosts=args.changing_hosts,
         changing_pages=args.changing_pages,
     )
+    if args.spec:
+        spec = spec_from_json(spec, args.spec, parser)
     try:
         asyncio.run(_serve(spec, args.port, args.log, args.now))
     except KeyboardInterrupt:
         pass
+
+
+def spec_from_json(spec: WebSpec, text: str, parser: argparse.ArgumentParser) -> WebSpec:
+    """``spec`` with the fields of the JSON object ``text``; a bad one is a usage error."""
+    try:
+        fields = json.loads(text)
+    except json.JSONDecodeError as exc:
+        parser.error(f"--spec: not JSON: {exc}")
+    if not isinstance(fields, dict):
+        parser.error("--spec: a JSON object of WebSpec fields is needed")
+    known = {f.name for f in dataclasses.fields(WebSpec)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        parser.error(f"--spec: no WebSpec field {', '.join(unknown)}")
+    return dataclasses.replace(spec, **fields)
 
 
 async def _serve(spec: WebSpec, port: int, log: str = "", now: float | None = None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from crawllib.bench.priority import important_pages, in_degrees, render
 from crawllib.testing.site import Site, WebSpec
+from crawllib.urls import normalize_url
 
 
 def test_popular_pages_are_deep_and_among_the_most_linked():
@@ -45,3 +46,30 @@ def test_render_names_both_orders():
     )
     assert "| depth | 10 | 0.10 / 0.20 | 0.00 / 0.50 | 3 |" in text
     assert "| score |" in text
+
+
+def test_the_benchmarks_web_process_serves_the_whole_spec():
+    # web_server("process") once passed only hosts, pages and fanout: the priority benchmark
+    # crawled a web without its popular pages and measured nothing
+    import urllib.request
+
+    from crawllib.bench.fetch import web_server
+
+    spec = WebSpec(
+        seed=7, hosts=2, pages_per_host=30, special=False, cross_host_link_share=0.6,
+        popular_pages=2, popular_link_share=1.0,
+    )  # fmt: skip
+    site = Site(spec)
+    host = site.regular[0]
+    with web_server(spec, "process") as (resolve, pid):
+        assert pid is not None and set(resolve) == set(site.regular)
+        for path in ("/", "/p/3.html", "/p/11.html"):
+            request = urllib.request.Request(f"http://{resolve[host]}{path}", headers={"Host": host})
+            with urllib.request.urlopen(request, timeout=10) as response:
+                served = response.read()
+            route = site.route(host, path)
+            assert served == (route.body() if callable(route.body) else route.body)
+    popular = {f"http://{h}/p/{n}.html" for h in site.regular for n in (28, 29)}
+    base = f"http://{host}/p/11.html"
+    linked = {normalize_url(h, base=base) for h in route.links if ".html" in h}
+    assert popular & linked
