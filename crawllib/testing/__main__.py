@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--spec",
         default="",
-        help='WebSpec fields as a JSON object, over the options above, e.g. \'{"popular_pages": 3}\'',
+        help="WebSpec fields as a JSON object, over the options above, e.g. '{\"popular_pages\": 3}'",
     )
     args = parser.parse_args(argv)
     spec = WebSpec(

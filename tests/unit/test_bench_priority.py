@@ -64,7 +64,9 @@ def test_the_benchmarks_web_process_serves_the_whole_spec():
     with web_server(spec, "process") as (resolve, pid):
         assert pid is not None and set(resolve) == set(site.regular)
         for path in ("/", "/p/3.html", "/p/11.html"):
-            request = urllib.request.Request(f"http://{resolve[host]}{path}", headers={"Host": host})
+            request = urllib.request.Request(
+                f"http://{resolve[host]}{path}", headers={"Host": host}
+            )
             with urllib.request.urlopen(request, timeout=10) as response:
                 served = response.read()
             route = site.route(host, path)
