@@ -97,6 +97,7 @@ def bench_priority(
         "share": share,
         "popular": popular,
     }
+    os.makedirs(work, exist_ok=True)
     with web_server(spec, "process") as (resolve, _pid):
         for order in ORDERS:
             cfg = replace(
