@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import urllib.request
+
+from crawllib.bench.fetch import web_server
 from crawllib.bench.priority import important_pages, in_degrees, render
 from crawllib.testing.site import Site, WebSpec
 from crawllib.urls import normalize_url
@@ -51,10 +54,6 @@ def test_render_names_both_orders():
 def test_the_benchmarks_web_process_serves_the_whole_spec():
     # web_server("process") once passed only hosts, pages and fanout: the priority benchmark
     # crawled a web without its popular pages and measured nothing
-    import urllib.request
-
-    from crawllib.bench.fetch import web_server
-
     spec = WebSpec(
         seed=7, hosts=2, pages_per_host=30, special=False, cross_host_link_share=0.6,
         popular_pages=2, popular_link_share=1.0,
