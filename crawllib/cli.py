@@ -20,8 +20,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from crawllib import terminal
 from crawllib.config import Config, ConfigError, load_config
 from crawllib.errors import USER_ERRORS, BadRoot
+from crawllib.vocab import Stage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -35,6 +37,7 @@ class Command:
     add_args: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace, Config], int]
     writes: bool  # holds the crawl root's writer lease while it runs
+    check: Callable[[argparse.Namespace], None] | None = None  # before the lease: user errors
 
 
 COMMANDS: dict[str, Command] = {}
@@ -45,21 +48,36 @@ def command(
     help_text: str,
     add_args: Callable[[argparse.ArgumentParser], None],
     writes: bool = False,
+    check: Callable[[argparse.Namespace], None] | None = None,
 ) -> Callable[[Callable[[argparse.Namespace, Config], int]], Callable[..., int]]:
     def register(fn: Callable[[argparse.Namespace, Config], int]) -> Callable[..., int]:
-        COMMANDS[name] = Command(help_text, add_args, fn, writes)
+        COMMANDS[name] = Command(help_text, add_args, fn, writes, check)
         return fn
 
     return register
 
 
-def _crawl_session(cfg: Config, root: str, writes: bool = False) -> SparkSession:
-    """The SparkSession, once ROOT is known to be a crawl root (else a clear error)."""
-    from crawllib import tables
+def _crawl_session(
+    cfg: Config,
+    root: str,
+    writes: bool = False,
+    files: Sequence[str | None] = (),
+    verified: bool = True,
+) -> SparkSession:
+    """The SparkSession for ROOT and the ``files`` the command reads or writes (whether S3A is
+    needed), once ROOT is known to be a crawl root (else a clear error). writes: the command
+    will write, so first no table may have lost commits or have commits crawllib did not make
+    (`crawllib.integrity`; not ``verified``: `accept-state`, which repairs that), then an older
+    root's tables are brought up to date."""
+    from crawllib import integrity, tables
     from crawllib.session import get_spark
 
-    spark = get_spark(cfg)
-    tables.require(spark, root, writes=writes)
+    spark = get_spark(cfg, [root, *files])
+    tables.require(spark, root)
+    if writes:
+        if verified:
+            integrity.check_root(spark, root)
+        tables.init_tables(spark, root)
     return spark
 
 
@@ -92,10 +110,11 @@ def _sql_args(p: argparse.ArgumentParser) -> None:
 
 @command("init", "create the crawl tables under ROOT (idempotent)", _root, writes=True)
 def cmd_init(args: argparse.Namespace, cfg: Config) -> int:
-    from crawllib import tables
+    from crawllib import integrity, tables
     from crawllib.session import get_spark
 
-    spark = get_spark(cfg)
+    spark = get_spark(cfg, [args.root])
+    integrity.check_root(spark, args.root)  # an existing root's tables are upgraded
     created = tables.init_tables(spark, args.root, upgrade=True)
     root = tables.normalize_root(args.root)
     if created:
@@ -109,7 +128,7 @@ def cmd_init(args: argparse.Namespace, cfg: Config) -> int:
 def cmd_seed(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import generations, seeding
 
-    spark = _crawl_session(cfg, args.root, writes=True)
+    spark = _crawl_session(cfg, args.root, writes=True, files=[args.file])
     gen = generations.next_seed_gen(generations.stage_states(spark, args.root))
     report = seeding.seed(spark, args.root, args.file, cfg, gen)
     for r in report.rejected:
@@ -144,24 +163,41 @@ def _spark_sql(args: argparse.Namespace, cfg: Config) -> int:
 
     from crawllib.errors import QueryRefused
     from crawllib.output import WRITERS
-    from crawllib.readonly import first_line, run_query
+    from crawllib.readonly import failure, run_query, time_limit
 
     spark = _crawl_session(cfg, args.root)
-    df = run_query(spark, args.root, args.query)
-    if args.limit is not None:
-        df = df.limit(args.limit)
-    # PySpark gives timestamps in this machine's time zone, naive: they print in UTC, as DuckDB's
-    times = [i for i, f in enumerate(df.schema.fields) if isinstance(f.dataType, TimestampType)]
-    rows = (
-        tuple(v.astimezone(dt.UTC) if i in times and v is not None else v for i, v in enumerate(r))
-        for r in df.toLocalIterator()
-    )
-    try:
-        WRITERS[args.format](df.columns, rows, sys.stdout)
-    except Exception as exc:  # the query failed while it ran (a bad cast, say)
-        if not type(exc).__module__.startswith(("pyspark", "py4j")):
+    seconds = cfg.sql.max_seconds
+    # A task that fails logs its stack trace from the JVM; the command says why in one line.
+    spark.sparkContext.setLogLevel("OFF")
+    with time_limit(spark, seconds) as stopped:
+        try:
+            df = run_query(spark, args.root, args.query)
+            if args.limit is not None:
+                df = df.limit(args.limit)
+            # PySpark gives timestamps in this machine's time zone, naive: they print in UTC,
+            # as DuckDB's
+            fields = df.schema.fields
+            times = [i for i, f in enumerate(fields) if isinstance(f.dataType, TimestampType)]
+            rows = (
+                tuple(
+                    v.astimezone(dt.UTC) if i in times and v is not None else v
+                    for i, v in enumerate(r)
+                )
+                for r in df.toLocalIterator()
+            )
+            WRITERS[args.format](df.columns, rows, sys.stdout)
+        except QueryRefused:
             raise
-        raise QueryRefused(f"the query failed: {first_line(exc)}") from None
+        except Exception as exc:  # the query failed while it ran (a bad cast, say)
+            if not type(exc).__module__.startswith(("pyspark", "py4j")):
+                raise
+            if stopped.is_set():
+                raise QueryRefused(
+                    f"the query ran longer than sql.max_seconds ({seconds:g} s) and was stopped"
+                ) from None
+            raise QueryRefused(f"the query failed: {failure(exc)}") from None
+        finally:
+            spark.sparkContext.setLogLevel(cfg.spark.log_level)
     return 0
 
 
@@ -197,7 +233,20 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _stage_command(stage: str) -> Callable[..., int]:
+def _waits_line(spark: SparkSession, args: argparse.Namespace, cfg: Config) -> str:
+    """What the URLs not due now wait for (crawllib.pipeline.describe_waits)."""
+    from crawllib import pipeline
+    from crawllib.stages import plan
+
+    waiting = plan.waits(spark, args.root, cfg, args.gen)
+    return pipeline.describe_waits(waiting, plan.clock_now(cfg))
+
+
+def _stage_command(command_name: str) -> Callable[..., int]:
+    # `crawl parse` is update, extracting every page again with --force (no refetch)
+    stage = Stage.UPDATE if command_name == Stage.PARSE else command_name
+    reextract_on_force = command_name == Stage.PARSE
+
     def run(args: argparse.Namespace, cfg: Config) -> int:
         from crawllib import generations, pipeline
 
@@ -205,21 +254,28 @@ def _stage_command(stage: str) -> Callable[..., int]:
         ledger = generations.read_ledger(spark, args.root)
         if args.gen == "next":
             args.gen = generations.due_gen(ledger.states, stage)
-        if getattr(args, "if_work", False) and pipeline.nothing_left(
-            spark, args.root, cfg, args.gen, ledger.states
-        ):
-            print(f"generation {args.gen} plan: nothing left to fetch; nothing planned")
+        if_work = getattr(args, "if_work", False)
+        if if_work and pipeline.nothing_left(spark, args.root, cfg, args.gen, ledger.states):
+            print(f"generation {args.gen} plan: nothing planned; {_waits_line(spark, args, cfg)}")
             return 0
         result = pipeline.run_stage(
-            spark, args.root, cfg, args.gen, stage, force=args.force, ledger=ledger
+            spark,
+            args.root,
+            cfg,
+            args.gen,
+            stage,
+            force=args.force,
+            ledger=ledger,
+            if_work=if_work,
+            reextract=reextract_on_force and args.force,
         )
+        if if_work and (args.gen, stage) not in ledger.states:
+            print(f"generation {args.gen} plan: nothing planned; {_waits_line(spark, args, cfg)}")
+            return 0
         if result is None:
             print(f"generation {args.gen} {stage}: already done; nothing to do (--force reruns it)")
         else:
-            print(
-                f"generation {args.gen} {stage}: done "
-                + " ".join(f"{k}={v}" for k, v in result.as_counts().items())
-            )
+            print(f"generation {args.gen} {stage}: done: {result}")
         return 0
 
     return run
@@ -228,8 +284,16 @@ def _stage_command(stage: str) -> Callable[..., int]:
 for _stage, _help in (
     ("plan", "plan generation N: frontier -> fetch list (anti-joins, depth, caps, budgets)"),
     ("fetch", "fetch generation N's fetch list (polite, robots.txt, in slices)"),
-    ("parse", "parse generation N's pages: texts, duplicates, links, next frontier"),
-    ("update", "update crawldb from generation N's fetches (states, retries, redirects)"),
+    (
+        "update",
+        "update from generation N's fetch: texts and duplicates, the next frontier, crawldb "
+        "(states, retries, redirects, shorter paths)",
+    ),
+    (
+        "parse",
+        "update generation N, and with --force extract its pages again from the raw pages "
+        "(no refetch) and rewrite its texts, links and duplicate marks",
+    ),
 ):
     add_args = _plan_args if _stage == "plan" else _stage_args
     command(_stage, _help, add_args, writes=True)(_stage_command(_stage))
@@ -240,7 +304,7 @@ def _generation_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gen", type=int, default=None, help="generation (default: the next one due)")
 
 
-@command("generation", "run all four stages of one generation", _generation_args, writes=True)
+@command("generation", "run all three stages of one generation", _generation_args, writes=True)
 def cmd_generation(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import pipeline
 
@@ -257,8 +321,13 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         "--generations",
         type=int,
         default=None,
-        help="stop once this many generations are done (default: when nothing is left to fetch "
-        "within crawl.max_depth, retries included)",
+        help="stop once this many generations are done (default: when nothing is due now)",
+    )
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="when nothing is due now, sleep until the first URL waiting (a retry, a "
+        "Retry-After, a cool-down, a revisit) is due, and go on: a continuous crawl",
     )
 
 
@@ -267,17 +336,19 @@ def cmd_run(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import pipeline
     from crawllib.session import get_spark
 
-    spark = get_spark(cfg)
-    ran = pipeline.run_crawl(spark, args.root, cfg, args.seeds, args.generations)
+    spark = get_spark(cfg, [args.root, args.seeds])
+    idle: list[str] = []
+    ran = pipeline.run_crawl(
+        spark, args.root, cfg, args.seeds, args.generations, wait=args.wait, on_idle=idle.append
+    )
     if ran:
         print(f"ran generation{'s' if len(ran) > 1 else ''} {', '.join(map(str, ran))}")
-    elif args.generations is not None:
+    elif args.generations is not None and not idle:
         print(
-            f"nothing to do: the crawl at {args.root} already has its {args.generations} "
-            "generations or nothing left to fetch"
+            f"nothing to do: the crawl at {args.root} already has its {args.generations} generations"
         )
-    else:
-        print(f"nothing to do: the crawl at {args.root} has nothing left to fetch")
+    if idle:
+        print(idle[-1])
     return 0
 
 
@@ -288,22 +359,21 @@ def _status_args(p: argparse.ArgumentParser) -> None:
 
 @command("status", "print each generation's stages: state, time, counts, items/s", _status_args)
 def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
-    from crawllib import pipeline
+    from crawllib import duckdb_sql, status
     from crawllib.output import WRITERS
 
-    spark = _crawl_session(cfg, args.root)
-    WRITERS[args.format](
-        ["gen", "stage", "state", "seconds", "items/s", "counts"],
-        pipeline.status_rows(spark, args.root),
-        sys.stdout,
-    )
-    if args.format == "table":
-        pages, due, fresh = pipeline.freshness(spark, args.root, cfg)
-        if pages:
-            print(
-                f"pages with a stored version: {pages}, due for a revisit: {due}, estimated "
-                f"freshness: {fresh:.1%} (share whose stored version is still current)"
-            )
+    if duckdb_sql.available():  # no JVM: the ledger and crawldb read with delta-rs
+        rows, fresh = status.read_without_spark(args.root, cfg)
+    else:
+        from crawllib import pipeline
+
+        spark = _crawl_session(cfg, args.root)
+        rows = pipeline.status_rows(spark, args.root)
+        fresh = pipeline.freshness(spark, args.root, cfg) if args.format == "table" else (0, 0, 0)
+    WRITERS[args.format](status.COLUMNS, rows, sys.stdout)
+    footer = status.freshness_line(*fresh)
+    if args.format == "table" and footer:
+        print(footer)
     return 0
 
 
@@ -317,6 +387,12 @@ def _maintain_args(p: argparse.ArgumentParser) -> None:
         metavar="K",
         help="only when the latest finished generation is a multiple of K, else say so and "
         "exit 0 (for schedulers)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the partitions it would compact and the files it would delete; write "
+        "nothing (and take no lease)",
     )
 
 
@@ -343,7 +419,7 @@ def cmd_maintain(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import generations, maintain
     from crawllib.output import WRITERS
 
-    spark = _crawl_session(cfg, args.root, writes=True)
+    spark = _crawl_session(cfg, args.root, writes=not args.dry_run)
     ledger = generations.read_ledger(spark, args.root)
     skipped = maintain.skip_reason(ledger.states, args.every) if args.every else None
     if skipped:
@@ -351,6 +427,13 @@ def cmd_maintain(args: argparse.Namespace, cfg: Config) -> int:
             print(json.dumps({"skipped": skipped, "every": args.every}))
         else:
             print(f"maintain skipped: {skipped}")
+        return 0
+    if args.dry_run:
+        planned = maintain.plan(spark, args.root, cfg)
+        rows = [dataclasses.astuple(p) for p in planned]
+        WRITERS[args.format](maintain.PLAN_COLUMNS, rows, sys.stdout)
+        if args.format == "table":
+            print(maintain.plan_summary(planned))
         return 0
     done = maintain.maintain(spark, args.root, cfg, ledger)
     WRITERS[args.format](maintain.COLUMNS, [dataclasses.astuple(u) for u in done], sys.stdout)
@@ -394,12 +477,15 @@ def _config_args(p: argparse.ArgumentParser) -> None:
 
 
 @command(
-    "config", "show the effective configuration (defaults < --config files < --set)", _config_args
+    "config",
+    "show the effective configuration (defaults < --config files < --set); secret "
+    "spark.conf values (keys, tokens, passwords) are masked",
+    _config_args,
 )
 def cmd_config(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib.config import config_toml
 
-    sys.stdout.write(config_toml(cfg))
+    sys.stdout.write(config_toml(cfg, masked=True))
     return 0
 
 
@@ -428,7 +514,8 @@ def _export_warc_args(p: argparse.ArgumentParser) -> None:
 def cmd_export_warc(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import export
 
-    spark = _crawl_session(cfg, args.root, writes=True)  # an older root gains warc_index
+    # an older root gains warc_index
+    spark = _crawl_session(cfg, args.root, writes=True, files=[args.out_dir])
     result = export.export_warc(spark, args.root, cfg, args.gen, args.out_dir, args.max_file_bytes)
     if not result.files:
         print(f"generation {args.gen} has no pages; no WARC file written")
@@ -448,20 +535,33 @@ def cmd_export_warc(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", default=".crawl/demo", help="crawl root (recreated each run)")
+    p.add_argument(
+        "--root",
+        default=".crawl/demo",
+        help="crawl root, emptied each run: a new or empty folder, or one a demo made",
+    )
     p.add_argument("--generations", type=int, default=3)
     p.add_argument("--hosts", type=int, default=12, help="regular hosts in the test web")
 
 
+def _check_demo_root(args: argparse.Namespace) -> None:
+    from crawllib.demo import check_demo_root
+
+    check_demo_root(args.root)
+
+
 @command(
-    "demo", "crawl the built-in test web on 127.0.0.1 and show the results", _demo_args, writes=True
+    "demo",
+    "crawl the built-in test web on 127.0.0.1 and show the results",
+    _demo_args,
+    writes=True,
+    check=_check_demo_root,
 )
 def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import progress
     from crawllib.demo import run_demo
 
-    progress.use_terminal_bar()
-    if sys.stderr.isatty() and not args.verbose:
+    if progress.bars_shown() and not args.verbose:
         logging.getLogger("crawllib").setLevel(logging.WARNING)  # the bars tell the story
     return run_demo(cfg, args.root, args.generations, args.hosts)
 
@@ -476,7 +576,7 @@ def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
 def cmd_accept_state(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib import pipeline
 
-    spark = _crawl_session(cfg, args.root, writes=True)
+    spark = _crawl_session(cfg, args.root, writes=True, verified=False)
     versions = pipeline.accept_state(spark, args.root)
     print("accepted table versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     return 0
@@ -489,10 +589,22 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 done, 2 a user error (one line on stderr), 1 anything else.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    _output_args(parser, argparse.SUPPRESS)  # before the sub-command: -q, -v, --log-format
+    parser.set_defaults(quiet=False, verbose=False, log_format="text")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, cmd in COMMANDS.items():
         p = sub.add_parser(name, help=cmd.help, description=cmd.help)
         cmd.add_args(p)
+        _output_args(p, argparse.SUPPRESS)  # ... and after it
+        if cmd.writes:
+            p.add_argument(
+                "--wait-for-lease",
+                type=float,
+                default=0.0,
+                metavar="SECONDS",
+                help="when another command holds the crawl root's writer lease, try again "
+                "until it is free or this time has passed (default 0: exit 2 at once)",
+            )
         p.add_argument(
             "--config",
             action="append",
@@ -514,8 +626,29 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="TIME",
             help="the crawl's clock for revisits, ISO 8601 (same as --set crawl.now=TIME)",
         )
-        p.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     return parser
+
+
+def _output_args(p: argparse.ArgumentParser, default: str) -> None:
+    """-q, -v and --log-format; ``default`` SUPPRESS, so that the sub-command's parser keeps
+    what was given before the sub-command unless given again after it."""
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument(
+        "-q", "--quiet", action="store_true", default=default, help="warnings and errors only"
+    )
+    loud.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="log details, and Spark's and Ivy's output",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=terminal.LOG_FORMATS,
+        default=default,
+        help="text (default; progress bars on a terminal) or json (one object a line)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -527,15 +660,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out_dir = extra[0]
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
-    )
-    for noisy in ("py4j", "pyspark", "asyncio"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    # PySpark logs a failed query's context as an error; the command reports it in one line.
-    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+    if args.quiet and args.verbose:
+        parser.error("-q and -v exclude each other")
+    terminal.configure(-1 if args.quiet else 1 if args.verbose else 0, args.log_format)
     try:
         now = [f"crawl.now={args.now}"] if args.now is not None else []
         cfg = load_config(args.config, [*args.overrides, *now])
@@ -545,18 +672,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmd = COMMANDS[args.command]
     try:
         if getattr(args, "root", None):
-            check_root(args.root, cmd.writes)
-        if not cmd.writes:
+            check_root(args.root, cmd.writes and not getattr(args, "dry_run", False))
+        if cmd.check is not None:
+            cmd.check(args)
+        if not cmd.writes or getattr(args, "dry_run", False):
             return cmd.run(args, cfg)
-        from crawllib import lease
-
-        with lease.hold(args.root, _command_line(args), cfg):
-            return cmd.run(args, cfg)
+        return _run_holding_lease(cmd, args, cfg)
     except (FileNotFoundError, ValueError, *USER_ERRORS) as exc:
         if type(exc).__module__.startswith(("pyspark", "py4j")):
             raise
         print(f"crawl {args.command}: {exc}", file=sys.stderr)
         return 2
+
+
+LEASE_RETRY_SECONDS = 15.0
+
+
+def _run_holding_lease(cmd: Command, args: argparse.Namespace, cfg: Config) -> int:
+    """Run cmd holding the root's writer lease; while another command holds it, try again every
+    LEASE_RETRY_SECONDS for up to ``--wait-for-lease`` seconds (a scheduler's retry without a
+    new task: an EMR step), then LeaseHeld."""
+    import contextlib
+    import time
+
+    from crawllib import lease
+    from crawllib.errors import LeaseHeld
+
+    deadline = time.monotonic() + args.wait_for_lease
+    while True:
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(lease.hold(args.root, _command_line(args), cfg))
+            except LeaseHeld as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                log.warning("%s; trying again for up to %.0f s", exc, left)
+                time.sleep(min(LEASE_RETRY_SECONDS, left))
+                continue
+            return cmd.run(args, cfg)
 
 
 def _version() -> str:

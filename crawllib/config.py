@@ -17,6 +17,7 @@ import ipaddress
 import math
 import re
 import sys
+import time
 import tomllib
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -110,7 +111,17 @@ def _check_conf(v: Mapping[str, Any]) -> str | None:
             return (
                 f"a table of Spark keys and plain values ({key!r} holds a {type(value).__name__})"
             )
+        if key == "spark.speculation" and str(value).strip().lower() != "false":
+            return (
+                "Spark settings without spark.speculation on: a speculative copy of a fetch "
+                "task is a second fetcher of the same hosts (the crawler keeps it off)"
+            )
     return None
+
+
+def _check_journal(v: float) -> str | None:
+    # the refetch bound after an executor loss (README: what an executor loss costs)
+    return None if 0 <= v <= 60 else "seconds from 0 to 60"
 
 
 def _check_now(v: str) -> str | None:
@@ -141,6 +152,15 @@ def parse_now(text: str) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
     return when.timestamp()
+
+
+def hold_now(text: str) -> float | None:
+    """The time a host's hold (hosts.not_before: a Retry-After, a cool-down) is judged by:
+    the real clock, or ``crawl.now`` when later. The engine writes holds on the real clock
+    (politeness runs on it), so a crawl.now in the past (a simulated crawl) must not stretch
+    them, while one ahead (a later run's clock) releases them. None: the real clock."""
+    fixed = parse_now(text)
+    return None if fixed is None else max(fixed, time.time())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -335,7 +355,8 @@ class PolitenessConfig:
     key: Literal["host", "domain", "ip"] = setting(
         "host",
         "what one politeness slot (and one Spark task) holds: a host, a registered domain, or "
-        "a server address (ip: plan resolves the hosts; all hosts on one address share a slot)",
+        "a server address (ip: plan resolves the hosts; a slot per address, each of its hosts "
+        "keeping its own rules inside it)",
     )
     default_delay: float = setting(1.0, "seconds between request starts to one host", at_least(0))
     max_crawl_delay: float = setting(
@@ -361,6 +382,48 @@ class PolitenessConfig:
         8,
         "requests one fetch task has in flight to one server address at once, whatever the "
         "slots (shared hosting); 0: no cap",
+        at_least(0),
+    )
+    max_address_task_urls: int = setting(
+        5000,
+        "with key = host or domain, the slots of one server address (as the hosts table last "
+        "saw it) are fetched by one task while the address has at most this many URLs in the "
+        "slice, so that max_hosts_per_address holds for the whole job; 0: never grouped",
+        at_least(0),
+    )
+    address_delay: float = setting(
+        0.0,
+        "with key = ip, seconds between request starts to one server address; 0: the rule, "
+        "default_delay / the address's hosts with URLs queued, at least min_address_delay",
+        at_least(0),
+    )
+    min_address_delay: float = setting(
+        0.25,
+        "with key = ip and address_delay 0, the least seconds between request starts to one "
+        "server address, however many of its hosts are queued",
+        at_least(0),
+    )
+    address_failure_share: float = setting(
+        0.5,
+        "with key = ip, an address backs off (its delay doubled per failure) while more than "
+        "this share of its hosts (and at least 2) last answered 5xx or 429",
+        lambda v: None if 0 <= v < 1 else "a number from 0 to below 1",
+    )
+    adaptive: bool = setting(
+        True,
+        "a host's (and with key = ip, an address's) delay is at least response_factor times "
+        "the moving average of its response times (robots.txt included), up to max_delay",
+    )
+    response_factor: float = setting(
+        4.0,
+        "with adaptive, the delay is at least this many times the recent response time: a "
+        "server answering in t seconds gets at most one request per factor * t",
+        at_least(1),
+    )
+    max_delay: float = setting(
+        30.0,
+        "with adaptive, the most seconds the response time alone stretches a delay to (a "
+        "Crawl-delay, a Retry-After or a backoff may ask more)",
         at_least(0),
     )
     address_ttl_seconds: float = setting(
@@ -461,7 +524,7 @@ class FetchConfig:
     extract: bool = setting(
         True,
         "extract each page's text and links in the fetch task while it waits on politeness "
-        "(off: the parse stage extracts)",
+        "(off: the update stage extracts)",
     )
     follow: bool = setting(
         True,
@@ -469,14 +532,31 @@ class FetchConfig:
         "domain) in this generation, within crawl.max_depth and generate.max_per_host "
         "(needs fetch.extract; off: they wait for the next generation)",
     )
-    retry_backoff_base: int = setting(
-        1, "a URL failed n times is retried 2**(n-1) * base generations later", at_least(1)
+    retry_backoff_seconds: float = setting(
+        600.0,
+        "a URL failed n times is due again 2**(n-1) * this many seconds after its last "
+        "attempt (by the crawl's clock; the first generation after that takes it)",
+        at_least(0),
+    )
+    max_bytes_in_flight: int = setting(
+        268_435_456,
+        "body bytes one fetch task holds at once over all its hosts (downloading, waiting for "
+        "extraction or to be stored); a request waits for room, one page may pass it by its own "
+        "size (sitemaps included)",
+        at_least(1_048_576),
     )
     soft404_probe: bool = setting(
         True,
         "after a host's robots.txt is fetched afresh, request one random never-linked URL of "
         "it, a polite request like any other, to learn how it answers a missing page "
         "(soft-404 detection)",
+    )
+    journal_seconds: float = setting(
+        10.0,
+        "a fetch task writes what it fetched to its journal under the crawl root this often: "
+        "run again after its executor is lost, it refetches at most the pages of its last "
+        "interval (0: no journal; such a task fetches its whole share again)",
+        _check_journal,
     )
 
 
@@ -513,6 +593,20 @@ class ParseConfig:
         False,
         "queue the links of exact duplicates (off: their links are another page's, already "
         "queued from it)",
+    )
+    max_links_per_page: int = setting(
+        1000, "links kept of one page (one per target, in page order); the rest are dropped",
+        at_least(0),
+    )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtractConfig:
+    max_seconds: float = setting(
+        30.0,
+        "extraction of one page (in the fetch task, and in update for pages the fetch did not extract) runs in a child process that "
+        "is killed past this many seconds: the page is stored with error extract_timeout",
+        positive,
     )
 
 
@@ -557,6 +651,28 @@ class MaintainConfig:
     )
 
 
+def _check_memory(v: str) -> str | None:
+    if re.fullmatch(r"[0-9]+(\.[0-9]+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)", v.strip(), re.I):
+        return None
+    return "an amount of memory such as 4GB or 512MiB"
+
+
+@dataclasses.dataclass(frozen=True)
+class SqlConfig:
+    max_seconds: float = setting(
+        600.0,
+        "a `crawl sql` query is stopped after this many seconds (DuckDB interrupts it, Spark "
+        "cancels its jobs) and exits 2",
+        positive,
+    )
+    max_memory: str = setting(
+        "4GB",
+        "memory a `crawl sql` query on DuckDB may use (its memory_limit; nothing spills to "
+        "disk); past it the query stops and exits 2",
+        _check_memory,
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class SparkConfig:
     master: str = setting("local[*]", "Spark master; empty leaves it to spark-submit")
@@ -594,8 +710,10 @@ class Config:
     fetch: FetchConfig = dataclasses.field(default_factory=FetchConfig)
     network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
     parse: ParseConfig = dataclasses.field(default_factory=ParseConfig)
+    extract: ExtractConfig = dataclasses.field(default_factory=ExtractConfig)
     storage: StorageConfig = dataclasses.field(default_factory=StorageConfig)
     maintain: MaintainConfig = dataclasses.field(default_factory=MaintainConfig)
+    sql: SqlConfig = dataclasses.field(default_factory=SqlConfig)
     spark: SparkConfig = dataclasses.field(default_factory=SparkConfig)
 
 
@@ -708,12 +826,24 @@ def _parse_text(key: str, text: str, setting_: Setting) -> Any:
         raise _refused(key, text, _allowed(setting_)) from None
 
 
+# Settings an older crawllib had, and what replaced them.
+RENAMED = {
+    "fetch.retry_backoff_base": (
+        "retries are due by time now: set fetch.retry_backoff_seconds (seconds before the "
+        "first retry, doubled at each further failure)"
+    ),
+}
+
+
 def _lookup(section: str, name: str) -> Setting:
     if section not in SETTINGS:
         raise ConfigError(
             f"unknown config section {section!r} (in key {section + '.' + name!r}); "
             f"sections are: {', '.join(SETTINGS)}"
         )
+    renamed = RENAMED.get(f"{section}.{name}")
+    if renamed:
+        raise ConfigError(f"config key {section + '.' + name!r} is gone: {renamed}")
     if name not in SETTINGS[section]:
         raise ConfigError(
             f"unknown config key {section + '.' + name!r}; keys of [{section}] are: "
@@ -812,11 +942,32 @@ def _toml_value(value: Any) -> str:
     return repr(value)
 
 
-def config_toml(cfg: Config) -> str:
-    """A configuration as a TOML file that loads back to it (``crawl config show``)."""
+# A spark.conf key whose value is a secret (the S3 secret key, a session token, a password): a
+# word that says so anywhere in it, or "key" (and the like) between its dots or dashes.
+SECRET_WORDS = re.compile(
+    r"secret|passw(or)?d|token|credential|api[._-]?key|access[._-]?key|private[._-]?key"
+    r"|(^|[._-])(key|keys|pwd|sas)([._-]|$)",
+    re.IGNORECASE,
+)
+MASK = "(masked)"
+
+
+def is_secret(key: str) -> bool:
+    """Whether a ``spark.conf`` key's value is a secret, not to be shown."""
+    return SECRET_WORDS.search(key) is not None
+
+
+def config_toml(cfg: Config, masked: bool = False) -> str:
+    """A configuration as a TOML file that loads back to it; ``masked`` (``crawl config
+    show``): the values of secret ``spark.conf`` keys (`is_secret`) shown as MASK."""
+    values = to_dict(cfg)
+    if masked:
+        values["spark"]["conf"] = {
+            k: MASK if is_secret(k) else v for k, v in values["spark"]["conf"].items()
+        }
     blocks = [
         "\n".join([f"[{section}]"] + [f"{k} = {_toml_value(v)}" for k, v in settings.items()])
-        for section, settings in to_dict(cfg).items()
+        for section, settings in values.items()
     ]
     return "\n\n".join(blocks) + "\n"
 

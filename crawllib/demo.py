@@ -1,5 +1,9 @@
 """``crawl demo``: crawl the built-in test web on 127.0.0.1 for a few generations, then show
-what landed in the tables and the commands to try next."""
+what landed in the tables and the commands to try next.
+
+The demo empties its root first, so it only ever empties a folder it made: one holding its
+marker file (MARKER), or the seed file demos of older crawllibs wrote; a new or empty folder
+becomes one. Any other folder (``--root ~``) is refused before anything is written to it."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import time
 from crawllib import config as config_mod
 from crawllib import pipeline, tables
 from crawllib.config import Config
+from crawllib.errors import BadRoot
 from crawllib.lease import LEASE_NAME
 from crawllib.output import write_table
 
@@ -36,6 +41,9 @@ LEFT JOIN (SELECT gen, max(seconds) AS seconds FROM generations
 GROUP BY f.gen ORDER BY f.gen
 """
 
+MARKER = ".crawl-demo"  # in a folder `crawl demo` made, and may empty again
+SEEDS_LINE = "# seeds of the built-in test web"  # the first line of the seeds a demo wrote
+
 EXAMPLE_SQL = """
 SELECT host, count(*) AS pages, round(avg(text_chars)) AS avg_chars,
        count_if(duplicate_of IS NOT NULL) AS duplicates
@@ -57,21 +65,52 @@ def demo_config(cfg: Config, resolve: dict[str, str]) -> Config:
     )
 
 
+def check_demo_root(root: str) -> None:
+    """BadRoot unless `crawl demo` may empty ``root``: it does not exist, holds nothing (but a
+    writer lease), or a demo made it (module text)."""
+    if not os.path.isdir(root):
+        return  # a file is refused by the CLI's own check of the root
+    entries = _entries(root)
+    if not entries or MARKER in entries or _old_demo(root):
+        return
+    raise BadRoot(
+        f"{root} is not a folder `crawl demo` made (no {MARKER} in it) and is not empty "
+        f"({len(entries)} entries): the demo empties its --root, so it never takes a folder it "
+        "did not make; choose a new or empty folder"
+    )
+
+
+def _entries(root: str) -> list[str]:
+    return [e for e in os.listdir(root) if not e.startswith(LEASE_NAME)]
+
+
+def _old_demo(root: str) -> bool:
+    """A demo root of an older crawllib: the seed file it wrote, and crawl tables."""
+    try:
+        with open(os.path.join(root, "seeds.txt"), encoding="utf-8") as fh:
+            first = fh.readline().strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return first == SEEDS_LINE and os.path.isdir(os.path.join(root, "crawldb"))
+
+
 def run_demo(
     cfg: Config, root: str, generations: int = 3, hosts: int = 12, fresh: bool = True
 ) -> int:
     from crawllib.session import get_spark
     from crawllib.testing import WebSpec, serve_in_thread
 
+    check_demo_root(root)
     if fresh and os.path.isdir(root):
-        for entry in os.listdir(root):  # all but the writer lease this run holds
-            if not entry.startswith(LEASE_NAME):
-                path = os.path.join(root, entry)
-                if os.path.isdir(path):
-                    shutil.rmtree(path)
-                else:
-                    os.remove(path)
+        for entry in _entries(root):  # all but the writer lease this run holds
+            path = os.path.join(root, entry)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
     os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, MARKER), "w", encoding="utf-8") as fh:
+        fh.write("a folder `crawl demo` made: it empties it on its next run\n")
     spec = WebSpec(seed=7, hosts=hosts, pages_per_host=40, special=True)
     started = time.monotonic()
     with serve_in_thread(spec) as web:
@@ -80,7 +119,7 @@ def run_demo(
         )
         seeds = os.path.join(root, "seeds.txt")
         with open(seeds, "w", encoding="utf-8") as fh:
-            fh.write("# seeds of the built-in test web\n" + "\n".join(web.seeds()) + "\n")
+            fh.write(SEEDS_LINE + "\n" + "\n".join(web.seeds()) + "\n")
         dcfg = demo_config(cfg, web.resolve)
         spark = get_spark(dcfg)
         ran = pipeline.run_crawl(spark, root, dcfg, seeds, generations)

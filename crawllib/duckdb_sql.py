@@ -9,18 +9,21 @@ Read-only by construction: DuckDB sees a table only as a stream it reads, its da
 memory, and file access (``read_csv('/etc/passwd')``, ``COPY ... TO``, ``ATTACH``, ``INSTALL``)
 is switched off and the configuration locked before the query is parsed. Anything but one query
 (SELECT, WITH, VALUES, SHOW, DESCRIBE, SUMMARIZE, EXPLAIN) is refused first, as by the Spark
-engine, with one line.
+engine, with one line. A query is bounded: ``sql.max_memory`` (DuckDB's memory limit, nothing
+spilled to disk) and ``sql.max_seconds`` (it is interrupted), each a one-line error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from crawllib.catalog import LATER_TABLES, ONLY_QUERIES, TABLE_NAMES, VIEWS
+from crawllib.catalog import LATER_TABLES, ONLY_QUERIES, TABLE_NAMES, VIEWS, view_sql
 from crawllib.config import Config
 from crawllib.duckdb_tree import columns_used, relations_read, syntax_tree
 from crawllib.errors import EngineUnavailable, QueryRefused
@@ -30,8 +33,8 @@ if TYPE_CHECKING:
 
 PACKAGES = ("duckdb", "deltalake")
 MISSING = (
-    "the duckdb engine needs the packages duckdb and deltalake: pip install 'crawllib[sql]' "
-    "(or use --engine spark)"
+    "the duckdb engine needs the packages duckdb and deltalake (crawllib's sql extra: pip "
+    "install 'dist/crawllib-<version>-py3-none-any.whl[sql]'), or use --engine spark"
 )
 # Spark functions the views call, for DuckDB (the views are shared: crawllib.catalog.VIEWS).
 MACROS = (
@@ -59,8 +62,9 @@ def run_query(
     import duckdb
 
     location, options = table_location(root, cfg)
+    con = connect(cfg.sql.max_memory)
+    watch = _Watch(con, cfg.sql.max_seconds)
     try:
-        con = connect()
         tree = syntax_tree(con, check_query(con, query))
         named, shows = relations_read(con, tree)
         names = _present(root, location, options, named, shows)
@@ -70,15 +74,49 @@ def run_query(
                 con.register(name, DeltaScan(f"{location}/{name}", options, columns))
         for name in names:
             if name in VIEWS:
-                con.execute(f"CREATE TEMP VIEW {name} AS {VIEWS[name]}")
+                con.execute(f"CREATE TEMP VIEW {name} AS {view_sql(name, root)}")
         relation = con.sql(query)
     except duckdb.Error as exc:
-        raise QueryRefused(first_line(exc)) from None
+        watch.stop()
+        raise watch.refusal(exc) from None
+    except BaseException:
+        watch.stop()
+        raise
     if relation is None:  # a statement with no result; check_query lets none through
+        watch.stop()
         return [], iter(())
     if limit is not None:
         relation = relation.limit(limit)
-    return list(relation.columns), _rows(relation)
+    return list(relation.columns), _rows(relation, watch)
+
+
+class _Watch:
+    """Interrupts a connection's queries once ``seconds`` have passed (again and again, so a
+    query started later stops too) until stopped."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, seconds: float) -> None:
+        self.con, self.seconds = con, seconds
+        self.fired = threading.Event()
+        self.stopped = threading.Event()
+        threading.Thread(target=self._run, name="crawl-sql-time-limit", daemon=True).start()
+
+    def _run(self) -> None:
+        if self.stopped.wait(self.seconds):
+            return
+        self.fired.set()
+        while not self.stopped.is_set():
+            self.con.interrupt()
+            self.stopped.wait(0.1)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def refusal(self, exc: BaseException, prefix: str = "") -> QueryRefused:
+        if self.fired.is_set():
+            return QueryRefused(
+                f"the query ran longer than sql.max_seconds ({self.seconds:g} s) and was stopped"
+            )
+        return QueryRefused(prefix + first_line(exc))
 
 
 def check_query(con: duckdb.DuckDBPyConnection, query: str) -> str:
@@ -140,9 +178,10 @@ class DeltaScan:
         return self._table.scan(columns=self._columns).__arrow_c_stream__(requested_schema)
 
 
-def connect() -> duckdb.DuckDBPyConnection:
+def connect(max_memory: str | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB that reads no file and no Python variable, in UTC and sorting nulls
-    as the Spark session does, with the views' macros; its configuration locked."""
+    as the Spark session does, with the views' macros, within ``max_memory`` (DuckDB's units:
+    4GB) if given, spilling nothing to disk; its configuration locked."""
     import duckdb
 
     con = duckdb.connect(
@@ -157,18 +196,30 @@ def connect() -> duckdb.DuckDBPyConnection:
     con.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")  # as Spark
     for macro in MACROS:
         con.execute(macro)
+    if max_memory is not None:
+        con.execute("SET memory_limit = ?", [max_memory])
+    con.execute("SET temp_directory = ''")  # past the memory limit a query fails, no spill
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con
 
 
-def _rows(relation: duckdb.DuckDBPyRelation) -> Iterator[tuple[Any, ...]]:
+def _rows(relation: duckdb.DuckDBPyRelation, watch: _Watch) -> Iterator[tuple[Any, ...]]:
     import duckdb
 
     try:
-        yield from relation.iter_rows(BATCH_ROWS)
+        for row in relation.iter_rows(BATCH_ROWS):
+            if watch.fired.is_set():
+                raise watch.refusal(RuntimeError())
+            yield row
     except duckdb.Error as exc:
-        raise QueryRefused(f"the query failed: {first_line(exc)}") from None
+        raise watch.refusal(exc, "the query failed: ") from None
+    finally:
+        watch.stop()
+        # closed now, not at interpreter exit, where tearing down the registered delta-rs
+        # scans after the connection can abort the process
+        with contextlib.suppress(duckdb.Error):
+            watch.con.close()
 
 
 def table_location(root: str, cfg: Config) -> tuple[str, dict[str, str]]:

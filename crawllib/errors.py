@@ -16,11 +16,21 @@ class LeaseHeld(RuntimeError):
 
 
 class LeaseLost(RuntimeError):
-    """This process's writer lease was taken over (it had expired): it must not write again."""
+    """This process's writer lease was taken over, or could not be renewed for 2/3 of its
+    length: it must not write again."""
+
+
+class LeaseNotHeld(RuntimeError):
+    """A table write in a process that holds no writer lease on the crawl root."""
 
 
 class TableBehind(RuntimeError):
     """A table is at an older Delta version than a stage recorded after committing to it."""
+
+
+class TableChanged(RuntimeError):
+    """A table has commits after the version a stage recorded that crawllib did not write (a
+    DELETE or RESTORE outside the crawl, another writer)."""
 
 
 class BadRoot(ValueError):
@@ -39,7 +49,9 @@ USER_ERRORS = (
     QueryRefused,
     LeaseHeld,
     LeaseLost,
+    LeaseNotHeld,
     TableBehind,
+    TableChanged,
     BadRoot,
     EngineUnavailable,
 )

@@ -21,6 +21,10 @@ Choices:
   what it is written in differ often enough that analysts want both.
 - An unclosed <title> is closed before the next tag: parsers (browsers too) would otherwise
   read the whole page as the title and find neither text nor links.
+- No regular expression with unbounded repetition meets a body where it could backtrack over
+  what it already scanned (the title's opening tag and a <meta charset> are found by
+  scanning): the work is linear in the page. Links: at most ``cfg.parse.max_links_per_page``
+  (the first ones). `crawllib.extract_worker` bounds the time of one page in all.
 - Links come from lxml (fast and tolerant of broken HTML): every ``<a href>``, resolved against
   ``<base href>`` if present, normalised with `crawllib.urls.normalize_url` (scheme, host case,
   fragment, tracking parameters ...). hrefs that cannot be crawled (javascript:, mailto:,
@@ -63,17 +67,17 @@ from crawllib.urls import InvalidURL, host_of, normalize_url, url_key
 logging.getLogger("trafilatura").setLevel(logging.ERROR)
 
 MAX_ANCHOR_CHARS = 200
+MAX_ATTRIBUTES = 512  # of one tag (`cap_attributes`)
 _META_SNIFF_BYTES = 4096
-_META_CHARSET = re.compile(
-    rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE
-)
+_META_OPEN = re.compile(rb"<meta\b", re.IGNORECASE)
+_CHARSET_VALUE = re.compile(rb"""charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.IGNORECASE)
 _BOMS = (
     (codecs.BOM_UTF8, "utf-8"),
     (codecs.BOM_UTF16_LE, "utf-16-le"),
     (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
 _WEB_ALIASES = {"iso8859-1": "cp1252", "ascii": "cp1252"}
-_TITLE_OPEN = re.compile(r"<title\b[^>]*>", re.IGNORECASE)
+_TITLE_OPEN = re.compile(r"<title\b", re.IGNORECASE)
 _TITLE_CLOSE = re.compile(r"</title", re.IGNORECASE)
 _SPACES = re.compile(r"\s+")
 _LANG = re.compile(r"[A-Za-z]{2,3}")
@@ -107,24 +111,31 @@ def extract_page(
     try:
         return _extract(body, url, charset, cfg, headers)
     except Exception as exc:  # per-page isolation: any failure is data, never a task failure
-        try:
-            reserved = headers_tdm_reserved(headers, cfg.robots.agent)
-        except Exception:
-            reserved = False
-        return {
-            "title": None,
-            "text": None,
-            "language": None,
-            "language_detected": None,
-            "text_chars": None,
-            "content_hash": None,
-            "simhash": None,
-            "error": f"{type(exc).__name__}: {exc}"[:1000],
-            "directives": [],
-            "tdm_reserved": reserved,
-            "canonical_url": None,
-            "links": [],
-        }
+        return failed_page(f"{type(exc).__name__}: {exc}", cfg, headers)
+
+
+def failed_page(
+    error: str, cfg: Config, headers: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The `extract_page` result of a page whose extraction failed with ``error``."""
+    try:
+        reserved = headers_tdm_reserved(headers, cfg.robots.agent)
+    except Exception:
+        reserved = False
+    return {
+        "title": None,
+        "text": None,
+        "language": None,
+        "language_detected": None,
+        "text_chars": None,
+        "content_hash": None,
+        "simhash": None,
+        "error": error[:1000],
+        "directives": [],
+        "tdm_reserved": reserved,
+        "canonical_url": None,
+        "links": [],
+    }
 
 
 def extract_record(
@@ -138,7 +149,11 @@ def extract_record(
     """`extract_page` with each link's url_key and host: what the fetch engine and the parse
     stage store of a page (its texts row, its directives and its links rows). One link per
     target url_key, the first."""
-    page = extract_page(body, url, charset, cfg, headers=headers)
+    return record_of(extract_page(body, url, charset, cfg, headers=headers))
+
+
+def record_of(page: Mapping[str, Any]) -> Extracted:
+    """An `extract_page` result as `extract_record` gives it (each link once, keyed)."""
     by_key: dict[int, Link] = {}
     for dst, anchor in page["links"]:
         key = url_key(dst)
@@ -175,7 +190,9 @@ def _extract(
 ) -> dict[str, Any]:
     if not body or not body.strip():
         raise ExtractError("empty body")
-    html = close_unclosed_title(decode_html(body[: cfg.parse.max_html_bytes], charset))
+    html = cap_attributes(
+        close_unclosed_title(decode_html(body[: cfg.parse.max_html_bytes], charset))
+    )
     # Re-encoded as UTF-8 and parsed with that encoding declared, so that an XML declaration
     # or a <meta charset> in the text cannot make lxml decode it a second time.
     parser = lxml.html.HTMLParser(encoding="utf-8", remove_comments=True, collect_ids=False)
@@ -185,7 +202,12 @@ def _extract(
     links = (
         []
         if "nofollow" in asks["directives"]
-        else extract_links(tree, url, rel_nofollow=cfg.parse.follow_rel_nofollow)
+        else extract_links(
+            tree,
+            url,
+            rel_nofollow=cfg.parse.follow_rel_nofollow,
+            limit=cfg.parse.max_links_per_page,
+        )
     )
     canonical = asks["canonical_url"]
     if canonical is not None and all(dst != canonical for dst, _ in links):
@@ -244,41 +266,81 @@ def close_unclosed_title(html: str) -> str:
     the whole page would vanish into the title. A real title never holds a raw "<".
     """
     opening = _TITLE_OPEN.search(html)
-    if not opening or _TITLE_CLOSE.search(html, opening.end()):
+    # its end: the first ">" after it (without one, no later <title> has one either)
+    end = html.find(">", opening.end()) + 1 if opening else 0
+    if not end or _TITLE_CLOSE.search(html, end):
         return html
-    cut = html.find("<", opening.end())
+    cut = html.find("<", end)
     return html if cut < 0 else f"{html[:cut]}</title>{html[cut:]}"
 
 
+def cap_attributes(html: str, limit: int = MAX_ATTRIBUTES) -> str:
+    """``html`` with each tag cut after its ``limit``-th attribute (counting its "="s): a tag of
+    tens of thousands of attributes costs the parser (libxml2 checks each against all before
+    it) and trafilatura time quadratic in their number. Tags are found by scanning, once."""
+    if html.count("=") <= limit:
+        return html
+    pieces, start, at = [], 0, html.find("<")
+    while at >= 0:
+        end = html.find(">", at)
+        if end < 0:
+            end = len(html)
+        if html.count("=", at, end) > limit:
+            cut = at
+            for _ in range(limit + 1):  # the "=" of the first attribute past the cap
+                cut = html.index("=", cut) + 1
+            head = html[start : cut - 1].rstrip()
+            space = max(head.rfind(" "), head.rfind("\t"), head.rfind("\n"))
+            pieces += [head[:space] if space > at - start else head, ">"]
+            start = end + 1
+        at = html.find("<", end)
+    return "".join(pieces) + html[start:] if pieces else html
+
+
 def sniff_meta_charset(body: bytes) -> str | None:
-    """The charset of ``<meta charset>`` or ``<meta http-equiv content="...; charset=">``."""
-    match = _META_CHARSET.search(body[:_META_SNIFF_BYTES])
-    return match.group(1).decode("ascii") if match else None
+    """The charset of ``<meta charset>`` or ``<meta http-equiv content="...; charset=">``:
+    each <meta> tag of the first bytes is read once, up to its ">"."""
+    head = body[:_META_SNIFF_BYTES]
+    for opening in _META_OPEN.finditer(head):
+        end = head.find(b">", opening.end())
+        tag = head[opening.end() : end if end >= 0 else len(head)]
+        match = _CHARSET_VALUE.search(tag)
+        if match:
+            return match.group(1).decode("ascii")
+        if end < 0:
+            return None
+    return None
 
 
 def extract_links(
-    tree: lxml.html.HtmlElement, url: str, *, rel_nofollow: bool = True
+    tree: lxml.html.HtmlElement, url: str, *, rel_nofollow: bool = True, limit: int | None = None
 ) -> list[tuple[str, str]]:
     """[(normalised URL, anchor text), ...] of every crawlable ``<a href>``, first anchor wins;
-    without those whose rel holds "nofollow" if ``rel_nofollow`` is false."""
+    without those whose rel holds "nofollow" if ``rel_nofollow`` is false; the first ``limit``
+    targets (None: all)."""
     base = base_url(tree, url)
     try:
         own = normalize_url(url)
     except InvalidURL:
         own = url
     seen: dict[str, str] = {}
+    hrefs: dict[str, str | None] = {}  # an href seen before: its target (None: not crawlable)
     for element in tree.iter("a"):
         href = element.get("href")
         if href is None or not href.strip():
             continue
         if not rel_nofollow and "nofollow" in rel_tokens(element.get("rel")):
             continue
-        try:
-            target = normalize_url(href, base=base)
-        except InvalidURL:
+        if href not in hrefs:
+            try:
+                hrefs[href] = normalize_url(href, base=base)
+            except InvalidURL:
+                hrefs[href] = None
+        target = hrefs[href]
+        if target is None or target == own or target in seen:
             continue
-        if target == own or target in seen:
-            continue
+        if limit is not None and len(seen) >= limit:
+            break
         seen[target] = anchor_text(element)
     return list(seen.items())
 

@@ -4,21 +4,26 @@ folder (also given as a ``file:`` URI) or an S3 prefix (``s3a://``, ``s3://``, `
 S3 is reached with boto3, configured like S3A from the config's ``spark.hadoop.fs.s3a.*`` keys
 (`crawllib.lease.s3_client`: endpoint, region, keys, path-style addressing; else boto3's own
 chain: environment, profile, instance role). The export's tasks put the WARC files they write
-here; the driver lists and deletes. Files appear whole: a local file is renamed into place, an
-S3 object exists only once its upload completes.
+here, the fetch tasks their journals (crawllib.journal); the driver lists and deletes. Files
+appear whole: a local file is renamed into place, an S3 object exists only once its upload
+completes. ``lease_store`` gives a file of the folder that changes only by atomic create and
+compare-and-swap (crawllib.lease's stores).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from crawllib.config import Config
+from crawllib.lease import LocalStore, S3Store, s3_client
 
 S3_SCHEMES = ("s3a", "s3", "s3n")
 
@@ -57,6 +62,29 @@ class LocalFolder:
         with contextlib.suppress(FileNotFoundError):
             os.remove(self.location(name))
 
+    def write(self, name: str, data: bytes) -> None:
+        """A file of ``data``, whole or not at all (written aside, then renamed)."""
+        os.makedirs(self.path, exist_ok=True)
+        temp = self.location(f".{name}.{uuid.uuid4().hex}.tmp")
+        with open(temp, "wb") as fh:
+            fh.write(data)
+        os.replace(temp, self.location(name))
+
+    def read(self, name: str) -> bytes | None:
+        """A file's bytes, None if there is none."""
+        try:
+            with open(self.location(name), "rb") as fh:
+                return fh.read()
+        except FileNotFoundError:
+            return None
+
+    def remove(self) -> None:
+        """Delete the folder and everything under it."""
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def lease_store(self, name: str) -> LocalStore:
+        return LocalStore(self.location(name))
+
 
 @dataclass(frozen=True)
 class S3Folder:
@@ -74,8 +102,6 @@ class S3Folder:
         return f"{self.prefix}/{name}" if self.prefix else name
 
     def _client(self) -> Any:
-        from crawllib.lease import s3_client
-
         return s3_client(self.cfg)
 
     @contextlib.contextmanager
@@ -104,6 +130,31 @@ class S3Folder:
 
     def delete(self, name: str) -> None:
         self._client().delete_object(Bucket=self.bucket, Key=self._key(name))
+
+    def write(self, name: str, data: bytes) -> None:
+        """An object of ``data`` (a PUT: whole or not at all)."""
+        self._client().put_object(Bucket=self.bucket, Key=self._key(name), Body=data)
+
+    def read(self, name: str) -> bytes | None:
+        """An object's bytes, None if there is none."""
+        client = self._client()
+        try:
+            got = client.get_object(Bucket=self.bucket, Key=self._key(name))
+        except client.exceptions.NoSuchKey:
+            return None
+        return bytes(got["Body"].read())
+
+    def remove(self) -> None:
+        """Delete every object under the prefix (subfolders included)."""
+        client = self._client()
+        pages = client.get_paginator("list_objects_v2")
+        for page in pages.paginate(Bucket=self.bucket, Prefix=self._key("")):
+            keys = [{"Key": obj["Key"]} for obj in page.get("Contents", [])]
+            if keys:  # a page holds at most 1000 keys, what one DeleteObjects takes
+                client.delete_objects(Bucket=self.bucket, Delete={"Objects": keys, "Quiet": True})
+
+    def lease_store(self, name: str) -> S3Store:
+        return S3Store(self._client(), self.bucket, self._key(name))
 
 
 Folder = LocalFolder | S3Folder

@@ -111,7 +111,7 @@ def record(
     then: (gen, stage) of the stage run that starts next in this process, as this one
     finishes: its ``running`` row (started_at: this row's finished_at) is appended in the
     same commit (one commit for two). The commit's Delta ``userMetadata`` names its rows
-    ("gen 3 fetch done, gen 3 parse running"), so `DESCRIBE HISTORY` shows which stage runs
+    ("gen 3 fetch done, gen 3 update running"), so `DESCRIBE HISTORY` shows which stage runs
     each version recorded. versions: the tables' Delta versions after this stage's commits.
     """
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)

@@ -38,7 +38,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import generations, integrity, lease, tables
+from crawllib import generations, integrity, tables
 from crawllib.config import Config, ConfigError
 from crawllib.generations import Ledger, States
 from crawllib.schemas import TABLES
@@ -131,6 +131,62 @@ def maintain(
     return done
 
 
+@dataclasses.dataclass(frozen=True)
+class TablePlan:
+    """What `crawl maintain` would do to one table (``--dry-run``): the partitions it would
+    compact (``gen=3``; ``*`` for a table without partitions) and their files, and the files
+    VACUUM would delete."""
+
+    table: str
+    files: int
+    bytes: int
+    partitions_to_compact: tuple[str, ...]
+    files_to_compact: int
+    files_to_delete: tuple[str, ...]
+
+
+PLAN_COLUMNS = tuple(f.name for f in dataclasses.fields(TablePlan))
+
+
+def plan(
+    spark: SparkSession, root: str, cfg: Config, names: Sequence[str] = tuple(TABLES)
+) -> list[TablePlan]:
+    """What `maintain` would do to the tables ``names``, reading their logs and listing their
+    folders only: nothing is written (VACUUM's DRY RUN commits nothing). ConfigError, as
+    `maintain`, when ``maintain.vacuum_hours`` is too short for Delta's check."""
+    check_retention(spark, cfg.maintain.vacuum_hours)
+    planned = []
+    for name in names:
+        path = tables.table_path(root, name)
+        columns = TABLES[name][1]
+        counts = file_counts(spark, path, columns)
+        chosen = to_compact(counts, cfg.maintain.min_files)
+        planned.append(
+            TablePlan(
+                table=name,
+                files=sum(files for files, _ in counts.values()),
+                bytes=sum(size for _, size in counts.values()),
+                partitions_to_compact=tuple(_named(columns, p) for p in sorted(chosen, key=str)),
+                files_to_compact=sum(counts[p][0] for p in chosen),
+                files_to_delete=to_vacuum(spark, path, cfg.maintain.vacuum_hours),
+            )
+        )
+    return planned
+
+
+def _named(columns: Sequence[str], partition: Partition) -> str:
+    if not columns:
+        return "*"
+    return ",".join(f"{c}={v}" for c, v in zip(columns, partition, strict=True))
+
+
+def to_vacuum(spark: SparkSession, path: str, hours: float) -> tuple[str, ...]:
+    """The files VACUUM with ``hours`` of retention would delete from the table, sorted."""
+    with console_to_stderr(spark):
+        found = spark.sql(f"VACUUM delta.`{path}` RETAIN {hours:g} HOURS DRY RUN").collect()
+    return tuple(sorted(str(row[0]) for row in found))
+
+
 def maintain_table(spark: SparkSession, root: str, name: str, cfg: Config) -> TableUpkeep:
     """Compact the partitions of table ``name`` with more than ``maintain.min_files`` files,
     vacuum it, checkpoint it."""
@@ -140,13 +196,15 @@ def maintain_table(spark: SparkSession, root: str, name: str, cfg: Config) -> Ta
     before = file_counts(spark, path, columns)
     chosen = to_compact(before, cfg.maintain.min_files)
     partitions = compacted = 0
+    # its commits (OPTIMIZE, VACUUM START and END) are crawllib's, like a stage's
     if chosen:
-        lease.check_writable(root)
-        partitions, compacted = compact(spark, path, where(columns, chosen) if columns else None)
-    lease.check_writable(root)
-    vacuumed, vacuumed_bytes = vacuum(spark, path, cfg.maintain.vacuum_hours)
-    lease.check_writable(root)
-    checkpoint(spark, path)
+        with tables.committing(spark, root):
+            condition = where(columns, chosen) if columns else None
+            partitions, compacted = compact(spark, path, condition)
+    with tables.committing(spark, root):
+        vacuumed, vacuumed_bytes = vacuum(spark, path, cfg.maintain.vacuum_hours)
+    with tables.committing(spark, root):
+        checkpoint(spark, path)
     # VACUUM's commits add and remove no file: without a compaction the files are as before
     after = file_counts(spark, path, columns) if compacted else before
     return TableUpkeep(
@@ -254,6 +312,15 @@ def checkpoint(spark: SparkSession, path: str) -> None:
     assert jvm is not None
     delta_log, snapshot = _delta_log(spark, path)
     delta_log.checkpoint(snapshot, jvm.scala.Option.empty())
+
+
+def plan_summary(planned: Sequence[TablePlan]) -> str:
+    """One line over all tables of a dry run, for people."""
+    return (
+        f"dry run, nothing written: would compact {sum(len(p.partitions_to_compact) for p in planned)} "
+        f"partitions ({sum(p.files_to_compact for p in planned)} files) and delete "
+        f"{sum(len(p.files_to_delete) for p in planned)} old files"
+    )
 
 
 def summary(done: Sequence[TableUpkeep]) -> str:

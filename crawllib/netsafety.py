@@ -6,6 +6,11 @@ services (``http://127.0.0.1:8080/admin``), the private network or a cloud metad
 else, and the addresses its name resolves to (in :mod:`crawllib.fetch.dns`, which hands the
 connector exactly the addresses it checked, so there is no second lookup to rebind).
 
+An IPv6 address that carries an IPv4 one (IPv4-mapped ``::ffff:a.b.c.d``, 6to4
+``2002:AABB:CCDD::/48``, Teredo ``2001::/32``, NAT64 ``64:ff9b::/96``) reaches that IPv4
+address through a relay, so the IPv4 address it carries is checked too (``2002:7f00:1::`` is
+127.0.0.1).
+
 The verdict is the ``error_kind`` of a "blocked" fetch row (a ``crawllib.vocab.BlockedKind``
 word), or None when the address is fine.
 """
@@ -28,6 +33,7 @@ METADATA_ADDRESSES = frozenset(
         "168.63.129.16",  # Azure wire server (a public-range address)
     )
 )
+NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix
 METADATA_NAMES = frozenset(
     (
         "metadata.google.internal",
@@ -58,6 +64,10 @@ def address_problem(address: str, allow_private: bool = False) -> str | None:
         return BlockedKind.RESERVED_ADDRESS  # not an address at all: refuse rather than guess
     if ip.version == 6 and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
+    for carried in carried_ipv4(ip):
+        problem = address_problem(str(carried), allow_private)
+        if problem is not None:
+            return problem
     if ip in METADATA_ADDRESSES:
         return BlockedKind.METADATA_ADDRESS
     if allow_private:
@@ -75,6 +85,23 @@ def address_problem(address: str, allow_private: bool = False) -> str | None:
     if ip.is_reserved or not ip.is_global:  # e.g. 100.64.0.0/10 (carrier-grade NAT)
         return BlockedKind.RESERVED_ADDRESS
     return None
+
+
+def carried_ipv4(
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address,
+) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries (module text): 6to4's, Teredo's server and
+    (de-obfuscated) client, NAT64's; none for others."""
+    if not isinstance(ip, ipaddress.IPv6Address):
+        return []
+    carried = []
+    if ip.sixtofour is not None:
+        carried.append(ip.sixtofour)
+    if ip.teredo is not None:
+        carried.extend(ip.teredo)
+    if ip in NAT64:
+        carried.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return carried
 
 
 def host_problem(host: str, allow_private: bool = False) -> str | None:

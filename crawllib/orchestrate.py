@@ -1,6 +1,6 @@
 """What an orchestrator's worker needs to know of a crawl, without Spark: the generation due and
 whether its plan chose anything. Reads the ``generations`` table with delta-rs (the ``sql``
-extra: ``pip install 'crawllib[sql]'``; DuckDB reads the stream as for `crawl sql`) and applies the rules of crawllib.due, so the answer is
+extra of the wheel ``make dist`` builds; DuckDB reads the stream as for `crawl sql`) and applies the rules of crawllib.due, so the answer is
 the one ``--gen next`` gives the plan stage (`crawl plan ROOT --gen next`).
 
 The Airflow DAGs (jobs/airflow/crawl_dags.py) resolve the generation once per run with
@@ -42,17 +42,17 @@ def states_of(rows: list[RunRow]) -> States:
 
 
 def due_generation(root: str, cfg: Config | None = None) -> int:
-    """The generation a run of all four stages works on now: the one ``--gen next`` gives plan
+    """The generation a run of all three stages works on now: the one ``--gen next`` gives plan
     (crawllib.due.next_gen): the first started and not finished, else the one after the last
     finished; 0 on a crawl root no stage has run on yet."""
     return next_gen(states_of(read_rows(root, cfg)))
 
 
 def plan_chose_urls(root: str, gen: int, cfg: Config | None = None) -> bool:
-    """Whether fetch, parse and update of ``gen`` have anything to do after its plan task: True
+    """Whether fetch and update of ``gen`` have anything to do after its plan task: True
     when plan of ``gen`` is done (even with 0 URLs planned: the generation must finish for the
     next one to be planned), False when it is not, which `crawl plan --if-work` leaves so when
-    nothing is left to fetch (it records no run then)."""
+    nothing is due now or it plans nothing (it records no run then)."""
     latest = latest_of(read_rows(root, cfg)).get((gen, Stage.PLAN))
     return latest is not None and latest.state == StageState.DONE
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.gen is None:
         parser.error("planned: the generation is missing")
     if plan_chose_urls(args.root, args.gen, cfg):
-        print(f"generation {args.gen}: plan done; fetch, parse and update follow")
+        print(f"generation {args.gen}: plan done; fetch and update follow")
         return 0
     print(f"generation {args.gen}: plan recorded no run (nothing left to fetch); the run ends")
     return NOTHING_TO_FETCH

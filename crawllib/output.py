@@ -6,7 +6,7 @@ import csv
 import datetime as dt
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
 
@@ -82,6 +82,17 @@ def write_csv(
         writer.writerow([_cell(v, width=1 << 30) if v is not None else "" for v in row])
         n += 1
     return n
+
+
+def counts_line(counts: Mapping[str, int | float]) -> str:
+    """A stage's counts as one line naming the non-zero ones, in their order:
+    ``planned 39, hosts 12, slices 2``; ``nothing`` when every count is 0."""
+    return (
+        ", ".join(
+            f"{k} {round(v, 1) if isinstance(v, float) else v}" for k, v in counts.items() if v
+        )
+        or "nothing"
+    )
 
 
 WRITERS = {"table": write_table, "json": write_json, "csv": write_csv}

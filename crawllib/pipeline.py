@@ -11,31 +11,28 @@ import dataclasses
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from pyspark.sql import SparkSession
 
-from crawllib import generations, integrity, progress, seeding, tables
+from crawllib import generations, integrity, metrics, progress, seeding, status, tables
 from crawllib.config import Config, parse_now
 from crawllib.errors import StageOrderError
 from crawllib.generations import Ledger, States
-from crawllib.schedule import freshness_query
-from crawllib.stages import fetch, parse, plan, update
+from crawllib.stages import fetch, plan, update
 from crawllib.stages.base import StageResult, StageRun
-from crawllib.vocab import ACCEPT_STATE, STAGES, Stage, StageState
+from crawllib.vocab import ACCEPT_STATE, STAGES, Stage, StageState, Waiting
 
 log = logging.getLogger(__name__)
 
 RUNNERS: dict[str, Callable[[StageRun], StageResult]] = {
     Stage.PLAN: plan.run,
     Stage.FETCH: fetch.run,
-    Stage.PARSE: parse.run,
     Stage.UPDATE: update.run,
 }
 RESULTS: dict[str, type[StageResult]] = {
     Stage.PLAN: plan.PlanResult,
     Stage.FETCH: fetch.FetchResult,
-    Stage.PARSE: parse.ParseResult,
     Stage.UPDATE: update.UpdateResult,
 }
 
@@ -82,13 +79,18 @@ def run_stage(
     stage: str,
     force: bool = False,
     ledger: Ledger | None = None,
+    if_work: bool = False,
+    reextract: bool = False,
 ) -> StageResult | None:
     """Run one stage of one generation; None when it was already done (and not forced).
 
     ``ledger`` (``generations.read_ledger``), when the caller has just read it, spares a read
-    of the generations table; it is updated with this stage's run.
+    of the generations table; it is updated with this stage's run. ``if_work``: a first plan
+    that plans nothing records nothing (`_run_stage`).
     """
-    return _run_stage(spark, root, cfg, gen, stage, force, ledger)[0]
+    return _run_stage(
+        spark, root, cfg, gen, stage, force, ledger, if_work=if_work, reextract=reextract
+    )[0]
 
 
 def _run_stage(
@@ -101,10 +103,19 @@ def _run_stage(
     ledger: Ledger | None = None,
     started: Started | None = None,
     then: str | None = None,
+    if_work: bool = False,
+    reextract: bool = False,
 ) -> tuple[StageResult | None, Started | None]:
     """`run_stage`, plus: ``started``, this run's running row as the previous stage's done
     commit recorded it; ``then``, a stage of the same generation to start next, whose running
-    row goes into this stage's done commit (it is returned as the next call's ``started``).
+    row goes into this stage's done commit (it is returned as the next call's ``started``);
+    ``if_work``: a first plan that plans nothing records nothing (its crawldb changes stay:
+    a later plan of the same generation starts from them), and the result says so
+    (``planned`` 0, no ``then``).
+
+    A first plan records no running row: its writes are safe to repeat without one (the
+    fetchlist append carries a Delta transaction id, crawldb's changes are guarded), so a
+    plan that finds nothing to do leaves the ledger as it was.
 
     Before it writes anything, the stage checks that no table is behind the versions the
     ledger recorded (`crawllib.integrity`); its done row records the versions after it.
@@ -115,7 +126,8 @@ def _run_stage(
     if not should_run(states, gen, stage, force):
         log.info("gen %d %s: already done, skipped", gen, stage)
         return None, None
-    integrity.verify(spark, root, ledger.versions, ledger.recorded_by)
+    before = integrity.verify(spark, root, ledger.versions, ledger.recorded_by)
+    ledger_commits = 1  # the done row (with the next stage's running row, when chained)
     if started is not None and (started.gen, started.stage) == (gen, stage):
         at = started.at
         run = StageRun(
@@ -128,43 +140,67 @@ def _run_stage(
             frontier_open=(gen + 1, Stage.PLAN) not in states,
             force=force,
             started_at=at,
+            reextract=reextract,
         )
     else:
         # Never started before: no table holds rows of this stage run yet, so the stage may
-        # append where a rerun has to replace. "running" is recorded before the stage writes.
+        # append where a rerun has to replace. "running" is recorded before the stage writes
+        # (but by a first plan, whose appends are idempotent by themselves).
         at = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+        # an older root's parse of gen wrote what update writes now: not a first run
+        first = (gen, stage) not in states and not (
+            stage == Stage.UPDATE and (gen, Stage.PARSE) in states
+        )
         run = StageRun(
             spark,
             root,
             cfg,
             gen,
-            first=(gen, stage) not in states,
+            first=first,
             frontier_open=(gen + 1, Stage.PLAN) not in states,
             force=force,
             started_at=at,
+            reextract=reextract,
         )
-        generations.record(spark, root, gen, stage, StageState.RUNNING, at)
+        if not (first and stage == Stage.PLAN):
+            generations.record(spark, root, gen, stage, StageState.RUNNING, at)
+            ledger_commits += 1
     states[(gen, stage)] = StageState.RUNNING
     t0 = time.monotonic()
     log.info("gen %d %s: started", gen, stage)
-    try:
-        result = RUNNERS[stage](run)
-    except BaseException:
-        generations.record(spark, root, gen, stage, StageState.FAILED, at)
-        states[(gen, stage)] = StageState.FAILED
-        raise
+    with metrics.job_group(spark, f"gen {gen} {stage}") as group:
+        try:
+            result = RUNNERS[stage](run)
+        except BaseException:
+            generations.record(spark, root, gen, stage, StageState.FAILED, at)
+            states[(gen, stage)] = StageState.FAILED
+            raise
+        versions = integrity.current_versions(spark, root)
+        cost = metrics.cost_between(spark, root, group, before, versions, ledger_commits)
+    if if_work and run.first and isinstance(result, plan.PlanResult) and not result.planned:
+        log.info("gen %d plan: nothing to plan now; nothing recorded", gen)
+        states.pop((gen, stage), None)
+        return result, None
     following = None
     chain = (gen, then) if then and states.get((gen, then)) != StageState.DONE else None
-    versions = integrity.current_versions(spark, root)
+    counts = {**result.as_counts(), **cost.as_counts()}
     finished = generations.record(
-        spark, root, gen, stage, StageState.DONE, at, result.as_counts(), chain, versions
+        spark, root, gen, stage, StageState.DONE, at, counts, chain, versions
     )
     states[(gen, stage)] = StageState.DONE
     ledger.versions, ledger.recorded_by = versions, f"gen {gen} {stage}"
     if chain:
         following = Started(gen, chain[1], finished, chain not in states, result)
         states[chain] = StageState.RUNNING
-    log.info("gen %d %s: done in %.1fs %s", gen, stage, time.monotonic() - t0, result)
+    # the stage's own log line names its counts
+    log.info(
+        "gen %d %s: done in %.1fs; %d Spark jobs, %d Delta commits",
+        gen,
+        stage,
+        time.monotonic() - t0,
+        cost.jobs,
+        sum(cost.commits.values()) + cost.ledger_commits,
+    )
     return result, following
 
 
@@ -174,8 +210,11 @@ def run_generation(
     cfg: Config,
     gen: int | None = None,
     ledger: Ledger | None = None,
-) -> int:
-    """Run every stage of one generation (the next due when gen is None); return its number.
+    if_work: bool = False,
+) -> int | None:
+    """Run every stage of one generation (the next due when gen is None); return its number,
+    or None when ``if_work`` and its plan planned nothing (nothing recorded, no other stage
+    run: a generation that would fetch nothing is not run).
 
     The generations table is read once (or not at all when ``ledger`` is given): this
     process is the one running the generation's stages, so it tracks them itself.
@@ -189,8 +228,18 @@ def run_generation(
     for i, stage in enumerate(STAGES, start=1):
         then = STAGES[i] if i < len(STAGES) else None
         result, started = _run_stage(
-            spark, root, cfg, gen, stage, ledger=ledger, started=started, then=then
+            spark,
+            root,
+            cfg,
+            gen,
+            stage,
+            ledger=ledger,
+            started=started,
+            then=then,
+            if_work=if_work,
         )
+        if if_work and stage == Stage.PLAN and result is not None and started is None:
+            return None  # planned nothing
         counts = result.as_counts() if result else {}
         figures = {k: v for k, v in counts.items() if k in _SHOWN}
         progress.report(f"gen {gen}", i, len(STAGES), **figures)
@@ -213,7 +262,7 @@ _SHOWN = (
 
 
 def nothing_left(spark: SparkSession, root: str, cfg: Config, gen: int, states: States) -> bool:
-    """Whether the crawl is complete at ``gen``: no stage of it has run, and planning it would
+    """Whether nothing is due at ``gen`` now: no stage of it has run, and planning it would
     choose nothing (`plan.has_work`). A generation started is finished whatever it holds."""
     partly_done = any((gen, s) in states for s in STAGES)
     return not partly_done and not plan.has_work(spark, root, cfg, gen)
@@ -225,15 +274,22 @@ def run_crawl(
     cfg: Config,
     seeds: str | None,
     generations_wanted: int | None = None,
+    wait: bool = False,
+    sleep: Callable[[float], None] = time.sleep,
+    on_idle: Callable[[str], None] | None = None,
 ) -> list[int]:
-    """Init if needed, seed, then run generations until nothing is left to fetch within
-    crawl.max_depth (URLs queued, or failed and waiting for a retry, included; but not those of
-    hosts the hosts table holds back: `plan.has_work`), or until
-    ``generations_wanted`` are done when it is given.
+    """Init if needed, seed, then run generations while something is due now: URLs queued,
+    retries whose time has come, revisits due, new URLs within crawl.max_depth, on hosts the
+    hosts table does not hold back (`plan.has_work`); or until ``generations_wanted`` are done
+    when it is given. A generation whose plan would fetch nothing is never run. When nothing is
+    due it logs what the URLs left wait for and when the first is due (`describe_waits`),
+    and with ``wait`` sleeps until then and goes on (never with a fixed crawl.now).
+    ``on_idle`` receives that line (the CLI prints it).
 
     Returns the generations run now; empty when the crawl had already done them (or has
-    nothing left to fetch).
+    nothing due).
     """
+    integrity.check_root(spark, root)  # before the first write: init's upgrades, seeds
     created = tables.init_tables(spark, root, upgrade=True)
     if created:
         log.info("initialised crawl root %s", tables.normalize_root(root))
@@ -253,45 +309,81 @@ def run_crawl(
         gen = generations.next_gen(states)
         if generations_wanted is not None and gen >= generations_wanted:
             break
-        if nothing_left(spark, root, cfg, gen, states):
-            log.info(
-                "gen %d: nothing left to fetch (its frontier holds only known URLs, or URLs "
-                "past crawl.max_depth or filtered; URLs of hosts held back by a Retry-After, a "
-                "cool-down or a Crawl-delay above the maximum wait for a later run: see the "
-                "hosts table); the crawl is complete",
-                gen,
-            )
+        idle = nothing_left(spark, root, cfg, gen, states)
+        if not idle:
+            fresh = not any((gen, s) in states for s in STAGES)
+            idle = run_generation(spark, root, cfg, gen, ledger=ledger, if_work=fresh) is None
+            if not idle:
+                ran.append(gen)
+                continue
+        waiting = plan.waits(spark, root, cfg, gen)
+        now = plan.clock_now(cfg)
+        line = describe_waits(waiting, now)
+        log.info("gen %d: %s", gen, line)
+        if on_idle is not None:
+            on_idle(line)
+        due = min((w.due for w in waiting if w.due is not None), default=None)
+        if not wait or due is None or parse_now(cfg.crawl.now) is not None:
             break
-        run_generation(spark, root, cfg, gen, ledger=ledger)
-        ran.append(gen)
+        log.info("waiting %.0f s for the next URL due", max(0.0, due - now))
+        sleep(max(0.0, due - now))
     return ran
 
 
+_WAIT_WORDS = {
+    Waiting.RETRY: "a retry",
+    Waiting.RETRY_AFTER: "a Retry-After",
+    Waiting.DOWN: "a host's cool-down",
+    Waiting.ROBOTS: "a robots.txt retry",
+    Waiting.CRAWL_DELAY: "a Crawl-delay above politeness.max_crawl_delay",
+    Waiting.REVISIT: "their revisit",
+}
+
+
+def describe_waits(waiting: Iterable[plan.Wait], now: float) -> str:
+    """One line: nothing is due now; how many URLs wait, for what, the earliest of each, and
+    when the first is due ("the crawl is complete" when nothing waits)."""
+    waiting = list(waiting)
+    if not waiting:
+        return "nothing left to fetch within crawl.max_depth: the crawl is complete"
+
+    def when(at: float | None) -> str:
+        if at is None:
+            return "no end"
+        stamp = dt.datetime.fromtimestamp(at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return f"{stamp}, in {_duration(at - now)}" if at > now else f"{stamp}, now"
+
+    parts = [
+        f"{w.urls} URL{'s' if w.urls != 1 else ''} wait for {_WAIT_WORDS.get(w.reason, w.reason)}"
+        + (f" (first due {when(w.due)})" if w.due is not None else "")
+        for w in waiting
+    ]
+    due = min((w.due for w in waiting if w.due is not None), default=None)
+    tail = f"; the next is due {when(due)} (`crawl run --wait` waits for it)" if due else ""
+    return "nothing due now: " + "; ".join(parts) + tail
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    if seconds < 172800:
+        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+    return f"{seconds // 86400} days"
+
+
 def status_rows(spark: SparkSession, root: str) -> list[tuple]:
-    """One row per (gen, stage), its latest run: gen, stage, state, seconds, items per second
-    (of the stage's throughput count), counts. For `crawl status`."""
-    order = {s: i for i, s in enumerate(STAGES)}
-    out = []
-    latest = generations.latest_runs(spark, root)
-    for (gen, stage), r in sorted(
-        latest.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 9))
-    ):
-        result_type = RESULTS.get(stage)
-        items = r.counts.get(result_type.THROUGHPUT) if result_type else None
-        rate = round(items / r.seconds, 1) if items is not None and r.seconds else None
-        summary = ", ".join(f"{k}={v}" for k, v in sorted(r.counts.items()) if v)
-        seconds = round(r.seconds, 1) if r.seconds is not None else None
-        out.append((gen, stage, r.state, seconds, rate, summary))
-    return out
+    """`crawl status`'s rows read with Spark (crawllib.status.status_rows)."""
+    return status.status_rows(generations.read_rows(spark, root))
 
 
 def freshness(spark: SparkSession, root: str, cfg: Config) -> tuple[int, int, float]:
     """(pages with a stored version, due now, estimated freshness) by the crawl's clock
     (crawl.now, or the real one): crawllib.schedule.freshness_query over crawldb."""
-    now = parse_now(cfg.crawl.now)
-    at = "current_timestamp()" if now is None else f"timestamp_seconds({now})"
     tables.read(spark, root, "crawldb").createOrReplaceTempView("crawldb")
-    row = tables.one_row(spark.sql(freshness_query(at)))
+    row = tables.one_row(spark.sql(status.freshness_sql(cfg)))
     return int(row["pages"]), int(row["due"]), float(row["freshness"] or 0.0)
 
 

@@ -107,6 +107,9 @@ class FetchRecord(TypedDict):
     source_url: str | None  # the page whose link the task followed to this URL (fetch.follow)
     etag: str | None  # the answer's validators (ETag, Last-Modified)
     last_modified: str | None
+    # requested again by a task attempt after an earlier attempt of the task, lost with its
+    # executor, had requested it too (crawllib.fetch.resume): in no table, counted by the stage
+    refetched: bool
 
 
 class RobotsRecord(TypedDict):
@@ -135,22 +138,32 @@ class HostState(TypedDict):
     not_before: float | None
     not_before_reason: str | None
     down_until: float | None
+    response_seconds: float | None
 
 
 class HostRecord(TypedDict):
     """One slot's politeness at the end of an engine call: a row of the hosts table, less the
-    columns the fetch stage adds (totals, generations, slice, updated_at). slice_urls: URLs
+    columns the fetch stage adds (totals, generations, slice, updated_at). kind: what the row
+    paces (crawllib.vocab.HostKind: with politeness.key = ip a row per host and one per
+    address); address: the server address the host is paced within (key = ip) or its last
+    request reached; slice_urls: URLs
     requested in this call (its soft-404 probes included; robots.txt and sitemaps not),
     slice_pages: pages kept, slice_bytes: their body bytes,
     slice_urls_tried: URLs given their first attempt (any outcome but deferred: what sets
     crawldb's last_gen); domain: the registered domain of its hosts (None if they differ);
-    addresses: the server addresses its requests reached."""
+    addresses: the server addresses its requests reached; response_seconds: the moving
+    average of its response times; adaptive_delay: the delay they ask for
+    (politeness.adaptive: response_factor times it, up to max_delay)."""
 
     record: Literal["host"]
     slot: str
+    kind: str
+    address: str | None
     last_request_at: float | None
     delay: float
     delay_source: str
+    response_seconds: float | None
+    adaptive_delay: float | None
     crawl_delay: float | None
     http_failures: int
     down_failures: int
@@ -219,7 +232,19 @@ class ProbeRecord(TypedDict):
     simhash: int | None
 
 
-EngineRecord = FetchRecord | RobotsRecord | HostRecord | SitemapRecord | ProbeRecord
+class CheckpointRecord(TypedDict):
+    """Every slot's :class:`HostRecord` at one moment of an engine call, emitted every
+    ``checkpoint_seconds`` when the caller asks for them (crawllib.fetch.stream). No table's
+    row: the fetch task's journal keeps them with the records emitted before, so that a later
+    attempt of the task starts each slot from there (crawllib.fetch.resume)."""
+
+    record: Literal["checkpoint"]
+    hosts: list[HostRecord]
+
+
+EngineRecord = (
+    FetchRecord | RobotsRecord | HostRecord | SitemapRecord | ProbeRecord | CheckpointRecord
+)
 
 
 def fields(declaration: type) -> dict[str, object]:

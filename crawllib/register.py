@@ -8,7 +8,10 @@ catalog (Spark SQL, Athena and Trino through Glue, Hive) then see ``db.pages`` a
 
 Idempotent: an entry that already names the same location is left as it is, a view is
 replaced by its current definition; an entry of the same name at another location is refused
-(another crawl's table), unless ``replace``.
+(another crawl's table), unless ``replace``, which replaces only an external Delta table's
+entry (dropping it deletes no file): a managed table (whose data a drop deletes), a table of
+another format, or a table where a view goes, is refused whatever the flag. Every entry is
+checked before anything is registered.
 
 The catalog is the session's: a Hive metastore when ``spark.sql.catalogImplementation`` is
 ``hive`` (a local Derby one by default, a remote one with ``hive.metastore.uris``, AWS Glue on
@@ -23,7 +26,7 @@ import re
 from typing import TYPE_CHECKING
 
 from crawllib import tables
-from crawllib.catalog import LATER_TABLES, TABLE_NAMES, VIEWS
+from crawllib.catalog import LATER_TABLES, TABLE_NAMES, VIEW_NEEDS, VIEWS, view_sql
 from crawllib.errors import BadRoot
 
 if TYPE_CHECKING:
@@ -50,15 +53,42 @@ def check_database(name: str) -> str:
     return name
 
 
-def _location_of(spark: SparkSession, qualified: str) -> str | None:
-    """The location the catalog gives an existing table, None when there is no such table."""
+@dataclasses.dataclass(frozen=True)
+class Found:
+    """An existing catalog entry: its location ("" for a view), type (MANAGED, EXTERNAL,
+    VIEW) and provider (delta, parquet, ...), lower case."""
+
+    location: str
+    type: str
+    provider: str
+
+
+def _entry(spark: SparkSession, qualified: str) -> Found | None:
+    """What the catalog holds under ``qualified``, None when nothing."""
     if not spark.catalog.tableExists(qualified):
         return None
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {qualified}").collect()
-    for row in rows:
-        if row["col_name"] == "Location":
-            return str(row["data_type"])
-    return ""
+    info = {str(row["col_name"]): str(row["data_type"] or "") for row in rows}
+    return Found(
+        info.get("Location", ""), info.get("Type", "").lower(), info.get("Provider", "").lower()
+    )
+
+
+def _check_replace(qualified: str, found: Found, path: str, replace: bool) -> None:
+    """BadRoot unless the table entry ``found`` may be pointed at ``path``."""
+    if not replace:
+        raise BadRoot(
+            f"{qualified} is already registered at {found.location}, not {path}: another "
+            "crawl's table; choose another --database, or --replace to point it here"
+        )
+    if found.type != "external" or found.provider != "delta":
+        kind = " ".join(w for w in (found.type or "catalog", found.provider, "table") if w)
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise BadRoot(
+            f"{qualified} is {article} {kind}, not an external Delta table: --replace never drops it "
+            "(dropping a managed table deletes its data); drop or rename it yourself, or "
+            "choose another --database. Nothing was registered"
+        )
 
 
 def _same_place(a: str, b: str) -> bool:
@@ -80,23 +110,32 @@ def register(spark: SparkSession, root: str, database: str, replace: bool = Fals
             f"{impl!r}"
         )
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
-    done: list[Entry] = []
+    # every entry checked first: a refusal registers nothing
+    planned: list[tuple[str, str, Found | None]] = []
     for name in TABLE_NAMES:
         if name in LATER_TABLES and not tables.exists(spark, root, name):
             continue  # an older crawl root: the first command that writes creates it
         qualified = f"{database}.{name}"
         path = tables.table_path(root, name)
-        found = _location_of(spark, qualified)
-        if found is not None and _same_place(found, path):
+        found = _entry(spark, qualified)
+        if found is not None and not _same_place(found.location, path):
+            _check_replace(qualified, found, path, replace)
+        planned.append((qualified, path, found))
+    for name in VIEWS:
+        found = _entry(spark, f"{database}.{name}")
+        if found is not None and found.type != "view":
+            raise BadRoot(
+                f"{database}.{name} is a table ({found.type}), not a view: crawl register makes "
+                "the crawl's views there and never drops a table; drop or rename it yourself, "
+                "or choose another --database. Nothing was registered"
+            )
+    done: list[Entry] = []
+    for qualified, path, found in planned:
+        if found is not None and _same_place(found.location, path):
             done.append(Entry(qualified, "table", "unchanged", path))
             continue
-        if found is not None:
-            if not replace:
-                raise BadRoot(
-                    f"{qualified} is already registered at {found}, not {path}: another "
-                    "crawl's table; choose another --database, or --replace to point it here"
-                )
-            spark.sql(f"DROP TABLE {qualified}")  # external: the files stay where they are
+        if found is not None:  # an external Delta table's entry: its files stay
+            spark.sql(f"DROP TABLE {qualified}")
         location = path.replace("'", "\\'")
         spark.sql(f"CREATE TABLE {qualified} USING DELTA LOCATION '{location}'")
         done.append(Entry(qualified, "table", "created" if found is None else "replaced", path))
@@ -104,7 +143,10 @@ def register(spark: SparkSession, root: str, database: str, replace: bool = Fals
     previous = spark.catalog.currentDatabase()
     spark.catalog.setCurrentDatabase(database)
     try:
-        for name, query in VIEWS.items():
+        for name in VIEWS:
+            if not all(tables.exists(spark, root, t) for t in VIEW_NEEDS.get(name, ())):
+                continue  # an older crawl root: it has no table the view reads yet
+            query = view_sql(name, root)
             qualified = f"{database}.{name}"
             existed = spark.catalog.tableExists(qualified)
             spark.sql(f"CREATE OR REPLACE VIEW {qualified} AS {query}")

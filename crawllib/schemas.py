@@ -75,7 +75,8 @@ FRONTIER = struct_of(
 # visit, or the last revisit that found the text changed). score: the URL's priority, the cash
 # the pages linking to it have passed it so far (crawllib.transforms.priority); score_gen: the
 # last generation whose links added to it (a rerun of update adds nothing twice). redirects:
-# the redirects that led to it (its frontier row's; null: none).
+# the redirects that led to it (its frontier row's; null: none). not_before: a failed URL's
+# retry is due at this time (backoff by the crawl's clock; null: due in its next_gen).
 CRAWLDB = struct_of(
     ("url_key", L),
     ("url", S),
@@ -103,6 +104,7 @@ CRAWLDB = struct_of(
     ("score", D),
     ("score_gen", I),
     ("redirects", I),
+    ("not_before", T),
 )
 
 # What plan chose for a generation: the fetch stage's input. slot: the politeness key value
@@ -244,8 +246,14 @@ ROBOTS = struct_of(
 )
 
 # Politeness that outlives a slice: one row per politeness key (slot), MERGEd with each slice's
-# commit, read when a slice starts. delay: seconds between request starts as of the last slice
-# (backoff included); crawl_delay: as robots.txt asks (never shortened); http_failures: 5xx/429
+# commit, read when a slice starts; with politeness.key = ip a row per host (slot: its name)
+# and one per server address (slot: the address). kind: host, domain or address; address: the
+# server address the host is paced within (key = ip) or its last request reached. delay:
+# seconds between request starts as of the last slice (backoff included; an address's by its
+# rule, politeness.address_delay); response_seconds: the moving average of its response times
+# (robots.txt included); adaptive_delay: the delay they ask for (politeness.adaptive:
+# response_factor times it, up to max_delay); crawl_delay: as robots.txt asks (never
+# shortened); http_failures: 5xx/429
 # answers in a row (the backoff level); down_failures: DNS/connect failures in a row;
 # robots_failures: robots.txt fetches in a row that failed (5xx, timeout, unreachable); totals
 # (urls_attempted, pages, bytes) over the crawl; urls_tried: URLs given their first attempt,
@@ -281,6 +289,10 @@ HOSTS = struct_of(
     ("gen", I),
     ("slice", I),
     ("updated_at", T),
+    ("kind", S),
+    ("address", S),
+    ("response_seconds", D),
+    ("adaptive_delay", D),
 )
 
 # One row per generation and stage. state: running, done, failed. versions: the Delta version

@@ -22,6 +22,8 @@ from crawllib import hadoopfs, tables
 from crawllib.config import Config
 from crawllib.netsafety import host_problem
 from crawllib.schemas import FRONTIER, columns_of
+from crawllib.transforms.depth import unknown_or_shallower
+from crawllib.transforms.lookup import rows_of
 from crawllib.transforms.plan import queued_rows
 from crawllib.urls import (
     InvalidURL,
@@ -137,13 +139,20 @@ def seed(spark: SparkSession, root: str, path: str, cfg: Config, gen: int) -> Se
     df = spark.createDataFrame(
         list(rows.values()), "url string, url_key long, host string, domain string"
     )
-    known = tables.read(spark, root, "crawldb").select("url_key")
-    new = df.join(known, on="url_key", how="left_anti").cache()
-    report.added = new.count()
-    if not report.added:
-        new.unpersist()
+    # Seeds crawldb holds deeper than 0 are offered depth 0 (plan lowers it) but not queued.
+    crawldb = tables.read(spark, root, "crawldb")
+    seeds = unknown_or_shallower(df, crawldb, "url_key", F.lit(0)).cache()
+    new = seeds.join(rows_of(crawldb.select("url_key"), seeds), "url_key", "left_anti")
+    counts = tables.one_row(
+        seeds.agg(F.count(F.lit(1)).alias("seeds")).crossJoin(
+            new.agg(F.count(F.lit(1)).alias("added"))
+        )
+    )
+    report.added = int(counts["added"])
+    if not counts["seeds"]:
+        seeds.unpersist()
         return report
-    frontier = new.select(
+    frontier = seeds.select(
         *columns_of(
             FRONTIER,
             gen=F.lit(gen),
@@ -156,12 +165,19 @@ def seed(spark: SparkSession, root: str, path: str, cfg: Config, gen: int) -> Se
         )
     )
     # Frontier first, crawldb second: a crash in between leaves URLs that a rerun seeds again,
-    # and the anti-join on the frontier rows of gen keeps them from being queued twice. Two
-    # appends, not MERGEs (a MERGE costs several appends): the URLs are new to crawldb,
-    # and the frontier gets only what it does not hold (a URL a link already queued keeps
-    # its link row).
-    queued = tables.read(spark, root, "frontier").where(F.col("gen") == gen).select("url_key")
+    # and the anti-join on the seed rows of gen keeps them from being queued twice. Two
+    # appends, not MERGEs (a MERGE costs several appends): the URLs are new to crawldb (or
+    # offers of depth 0), and the frontier gets only the seed rows it does not hold (a URL a
+    # link already queued keeps its link row beside its seed row; plan takes the shallower).
+    queued = (
+        tables.read(spark, root, "frontier")
+        .where((F.col("gen") == gen) & (F.col("reason") == FrontierReason.SEED))
+        .select("url_key")
+    )
     tables.append(frontier.join(queued, on="url_key", how="left_anti"), root, "frontier")
-    tables.append(queued_rows(frontier, gen), root, "crawldb")
-    new.unpersist()
+    if report.added:
+        tables.append(
+            queued_rows(frontier.join(new.select("url_key"), "url_key"), gen), root, "crawldb"
+        )
+    seeds.unpersist()
     return report

@@ -120,6 +120,8 @@ class Record:
     HOST: Final = "host"  # a slot's politeness state at the end of the call (the hosts table)
     SITEMAP: Final = "sitemap"  # a sitemap document fetched and read (the sitemaps table)
     PROBE: Final = "probe"  # a host's answer to a URL no page links to (soft-404 detection)
+    # every slot's state at a moment of the call, for the task's journal (in no table)
+    CHECKPOINT: Final = "checkpoint"
 
 
 # The soft-404 probe's path (crawllib.fetch.engine): PROBE_PREFIX with the robots agent
@@ -149,6 +151,17 @@ class DelaySource:
     DEFAULT: Final = "default"  # politeness.default_delay
     CRAWL_DELAY: Final = "crawl_delay"  # robots.txt Crawl-delay
     BACKOFF: Final = "backoff"  # doubled after consecutive 5xx/429 answers
+    ADAPTIVE: Final = "adaptive"  # response_factor x the recent response time (politeness.adaptive)
+    ADDRESS: Final = "address"  # an address row's rule: politeness.address_delay
+
+
+class HostKind:
+    """``hosts.kind``: what a hosts row paces. With politeness.key = ip a slot is an address
+    and each of its hosts keeps its own row beside the address's."""
+
+    HOST: Final = "host"
+    DOMAIN: Final = "domain"  # politeness.key = domain: every host of a registered domain
+    ADDRESS: Final = "address"  # politeness.key = ip: the server, whatever host was asked
 
 
 class RobotsStatus:
@@ -166,6 +179,17 @@ class WaitReason:
     RETRY_AFTER: Final = "retry_after"  # the server's Retry-After
     DOWN: Final = "down"  # consecutive DNS/connect failures: a cool-down
     ROBOTS: Final = "robots"  # robots.txt failed (5xx, timeout, unreachable): asked again then
+
+
+class Waiting:
+    """What URLs that are not due yet wait for (``crawl run``'s last line, ``plan.waits``)."""
+
+    RETRY: Final = "retry"  # a failed URL's backoff (crawldb.not_before)
+    RETRY_AFTER: Final = WaitReason.RETRY_AFTER  # its host's Retry-After
+    DOWN: Final = WaitReason.DOWN  # its host's cool-down
+    ROBOTS: Final = WaitReason.ROBOTS  # its host's robots.txt retry
+    CRAWL_DELAY: Final = "crawl_delay"  # its host's Crawl-delay above the maximum honoured
+    REVISIT: Final = "revisit"  # a fetched page's next visit (crawldb.next_fetch_at)
 
 
 class RobotsOutcome:
@@ -212,6 +236,7 @@ class ErrorKind:
     RETRY_AFTER: Final = "retry_after"
     BACKOFF: Final = "backoff"
     CRAWL_DELAY: Final = "crawl_delay"
+    ADAPTIVE: Final = "adaptive"  # the delay that follows the server's response time
     CRAWL_DELAY_TOO_LONG: Final = "crawl_delay_too_long"
     # robots.txt fetch only
     TOO_MANY_REDIRECTS: Final = "too_many_redirects"
@@ -221,6 +246,15 @@ class ErrorKind:
     REDIRECT_CONNECT: Final = "redirect_connect"
     REDIRECT_CONNECT_TIMEOUT: Final = "redirect_connect_timeout"
     REDIRECT_SSL: Final = "redirect_ssl"
+
+
+class ExtractFailure:
+    """The word a ``texts.error`` (and a fetch record's extraction error) starts with when the
+    extraction of a page was stopped from outside (`crawllib.extract_worker`); other errors
+    are ``ExceptionType: message``."""
+
+    TIMEOUT: Final = "extract_timeout"  # past extract.max_seconds: its process was killed
+    CRASHED: Final = "extract_crashed"  # its process died (a crash, out of memory)
 
 
 class BlockedKind:
@@ -245,6 +279,9 @@ PERMANENT_ERRORS: Final = (ErrorKind.DECOMPRESSED_TOO_LARGE,)
 HOST_DOWN_KINDS: Final = frozenset(
     {ErrorKind.DNS, ErrorKind.CONNECT, ErrorKind.CONNECT_TIMEOUT, ErrorKind.SSL}
 )
+# Of those, the ones that say the server is down, whichever of its hosts was asked (a name that
+# does not resolve, or a certificate, is one host's).
+SERVER_DOWN_KINDS: Final = frozenset({ErrorKind.CONNECT, ErrorKind.CONNECT_TIMEOUT})
 
 
 class Stage:
@@ -252,11 +289,13 @@ class Stage:
 
     PLAN: Final = "plan"
     FETCH: Final = "fetch"
-    PARSE: Final = "parse"
     UPDATE: Final = "update"
+    # A stage of its own before update took its work: rows of older crawl roots say it;
+    # ``crawl parse`` now runs update, extracting again from the raw pages with --force.
+    PARSE: Final = "parse"
 
 
-STAGES: Final = words(Stage)
+STAGES: Final = (Stage.PLAN, Stage.FETCH, Stage.UPDATE)
 # A generations row that is no stage: the operator accepted the tables' versions as they are.
 ACCEPT_STATE: Final = "accept-state"
 

@@ -6,8 +6,12 @@ tables under tmp_path) form the fast tier, ``make check`` (``pytest -m "not slow
 tests/airflow and tests/cluster, and any test marked ``e2e`` elsewhere, are ``slow``, except
 those marked ``smoke``, which the fast tier keeps: tests/e2e/test_crawl.py (one whole crawl of
 the test web), test_notebook.py (the analyst notebook re-executed on that crawl) and
-test_s3.py (a crawl and WARC export on an ``s3a://`` root on a local S3 server). ``make test`` (what CI runs) is the fast tier; ``make
-test-all`` runs them all.
+test_s3.py (a crawl and WARC export on an ``s3a://`` root on a local S3 server).
+
+``make test`` (what CI runs) runs every test, in parallel over pytest-xdist workers
+(``--dist loadfile``): each worker has its own SparkSession, and a test file runs whole in one
+worker, so its module fixtures are built once; the files that share a session fixture
+(``SHARED``) run in the same worker (``pytest_xdist_make_scheduler``). ``make check`` is the fast tier alone.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ from crawllib.config import load_config
 
 TESTS = Path(__file__).resolve().parent
 SLOW_FOLDERS = ("e2e", "airflow", "cluster")
+# Files whose tests share a session-scoped fixture: one xdist worker runs them all (the e2e
+# crawl of tests/e2e/conftest.py is made once).
+SHARED = {"tests/e2e/test_notebook.py": "tests/e2e/test_crawl.py"}
 
 
 def test_config_overrides() -> list[str]:
@@ -42,6 +49,11 @@ def test_config_overrides() -> list[str]:
         # a soft-404 probe is one more request per host: the tests that count requests are
         # about something else (tests/e2e/test_crawl.py turns it on)
         "fetch.soft404_probe=false",
+        # a failed URL is due again at once (the next generation): the crawls settle quickly
+        "fetch.retry_backoff_seconds=0",
+        # the adaptive delay would follow the load of the machine, not of the test web (on
+        # loopback a response time is mostly waiting for a core): the tests about it turn it on
+        "politeness.adaptive=false",
         # Tiny test tables: compiling generated code costs more than it saves, and so does
         # re-planning at each shuffle (AQE) and pruning partitions at run time (crawls keep
         # all three): the Spark tests take about a third less time without them
@@ -70,25 +82,51 @@ def spark(spark_cfg):
 
 
 @pytest.fixture(scope="session")
-def template_root(spark, tmp_path_factory):
+def template_root(spark, spark_cfg, tmp_path_factory):
     """An initialised, empty crawl root, made once: tests copy it (`new_root`) instead of
-    creating the nine tables each time."""
-    from crawllib import tables
+    creating the nine tables each time. Its writer lease is released: a copy is free."""
+    from crawllib import lease, tables
 
     root = str(tmp_path_factory.mktemp("template") / "crawl")
-    tables.init_tables(spark, root)
+    with lease.hold(root, "pytest template_root", spark_cfg):
+        tables.init_tables(spark, root)
     return root
 
 
 @pytest.fixture
-def new_root(template_root, tmp_path):
-    """A fresh, initialised, empty crawl root of this test: ``tmp_path/crawl``."""
+def unheld_root(template_root, tmp_path):
+    """A fresh, initialised, empty crawl root of this test, ``tmp_path/crawl``, whose writer
+    lease nobody holds (for `crawl` processes the test starts)."""
     root = tmp_path / "crawl"
     shutil.copytree(template_root, root)
     return str(root)
 
 
+@pytest.fixture
+def new_root(unheld_root, spark_cfg):
+    """A fresh, initialised, empty crawl root of this test, ``tmp_path/crawl``, whose writer
+    lease this process holds for the test, as a program that writes must
+    (`crawllib.lease.hold`); the crawl commands the test runs in this process hold it again."""
+    from crawllib import lease
+
+    with lease.hold(unheld_root, "pytest", spark_cfg):
+        yield unheld_root
+
+
+# The order xdist hands out test files (the longest first, so that none starts last): these
+# files, then by folder.
+FIRST = ("tests/cluster/test_standalone.py", "tests/e2e/test_crash.py")
+FOLDER_ORDER = ("cluster", "e2e", "airflow", "spark", "unit")
+
+
 def pytest_collection_modifyitems(config, items):
+    def rank(item) -> tuple[int, int]:
+        where = Path(item.path).resolve().relative_to(TESTS.parent).as_posix()
+        folder = Path(item.path).resolve().relative_to(TESTS).parts[0]
+        first = FIRST.index(where) if where in FIRST else len(FIRST)
+        return first, FOLDER_ORDER.index(folder) if folder in FOLDER_ORDER else len(FOLDER_ORDER)
+
+    items.sort(key=rank)  # stable: a file's tests keep their order
     for item in items:
         folder = Path(item.path).resolve().relative_to(TESTS).parts[0]
         if folder == "spark":
@@ -96,3 +134,17 @@ def pytest_collection_modifyitems(config, items):
         slow = folder in SLOW_FOLDERS or item.get_closest_marker("e2e")
         if slow and not item.get_closest_marker("smoke"):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Whole files to a worker, as ``--dist loadfile``, with the ``SHARED`` files together."""
+    from xdist.scheduler import LoadFileScheduling
+
+    config.option.loadscopereorder = False  # the collection's order (above), not file sizes
+
+    class SharedFileScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return SHARED.get(scope, scope)
+
+    return SharedFileScheduling(config, log)

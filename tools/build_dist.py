@@ -6,10 +6,10 @@ Out (in ``--out``, default ``dist/``; earlier artifacts are replaced):
   in an image;
 * ``crawllib.zip`` - the ``crawllib`` package alone, for ``spark-submit --py-files``
   (deterministic: sorted entries, fixed timestamps and modes, no ``__pycache__``);
-* ``requirements.txt`` - the runtime dependencies pinned as in ``pyproject.toml``, without
-  pyspark and delta-spark: the cluster provides Spark and Delta at its own versions (the
-  pins in pyproject match EMR's), and a second pip-installed pyspark on the nodes would
-  shadow the cluster's;
+* ``requirements.txt`` - the runtime dependencies as ``requirements.lock`` pins them (every
+  package, transitive ones included), without pyspark, py4j and delta-spark: the cluster
+  provides Spark and Delta at its own versions (the ranges in pyproject match EMR's), and a
+  second pip-installed pyspark on the nodes would shadow the cluster's;
 * ``bootstrap.sh`` - the EMR bootstrap action ``deploy/emr/bootstrap.sh``: Python 3.11, the
   dist folder in ``/opt/crawllib`` and the packed environment unpacked in ``/opt/crawllib/env``
   on every node; its argument is the S3 prefix the dist folder was uploaded to;
@@ -20,6 +20,11 @@ Out (in ``--out``, default ``dist/``; earlier artifacts are replaced):
 
 Needs Python 3.11 and pip (the wheel is built in a scratch copy of the sources, so stale
 ``build/`` folders never leak into it). ``python tools/build_dist.py [--out DIR] [--env]``.
+
+``python tools/build_dist.py --lock [--upgrade]`` writes ``requirements.lock``: pip resolves
+the ranges of pyproject's ``dependencies`` (for this Python and platform), keeping the versions
+the lock pins while they fit (``--upgrade``: the newest that fit), and the lock pins every
+package of the result. `make install` installs the project with the lock as constraints.
 """
 
 from __future__ import annotations
@@ -43,7 +48,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = "crawllib"
-CLUSTER_PROVIDED = {"pyspark", "delta-spark"}
+# What the cluster's Spark brings (py4j comes with Spark's Python).
+CLUSTER_PROVIDED = {"pyspark", "py4j", "delta-spark"}
+LOCK = REPO / "requirements.lock"
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the earliest date a zip entry can hold
 SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01: fixed wheel timestamps (honoured by bdist_wheel)
 
@@ -78,30 +85,63 @@ def write_zip(src: Path, out: Path) -> Path:
     return target
 
 
-def runtime_requirements(pyproject: Path = REPO / "pyproject.toml") -> list[str]:
-    """The project's dependencies as pinned in pyproject, minus what the cluster provides."""
-    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
-    kept = []
-    for dep in deps:
-        name = re.split(r"[<>=!~;\[ ]", dep, maxsplit=1)[0]
-        if re.sub(r"[-_.]+", "-", name).lower() in CLUSTER_PROVIDED:
-            continue
-        if "==" not in dep:
-            raise SystemExit(f"build_dist: dependency {dep!r} in pyproject.toml is not pinned")
-        kept.append(dep)
-    return kept
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def locked(lock: Path = LOCK) -> dict[str, str]:
+    """The lock's pins: canonical name -> version."""
+    pins = {}
+    for line in lock.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, sep, version = line.partition("==")
+            if not sep:
+                raise SystemExit(f"build_dist: {lock}: {line!r} is not pinned (name==version)")
+            pins[canonical(name)] = version.strip()
+    return pins
+
+
+def runtime_requirements(lock: Path = LOCK) -> list[str]:
+    """Every package the lock pins, minus what the cluster provides."""
+    return [f"{n}=={v}" for n, v in sorted(locked(lock).items()) if n not in CLUSTER_PROVIDED]
 
 
 def write_requirements(out: Path) -> Path:
     target = out / "requirements.txt"
     header = [
-        "# crawllib runtime dependencies, pinned as in pyproject.toml (tools/build_dist.py).",
-        "# pyspark and delta-spark are left out: the cluster provides Spark and Delta (the Delta",
-        "# jar also holds the `delta` Python module), and a pip-installed pyspark would shadow",
-        "# the cluster's.",
+        "# crawllib runtime dependencies, as requirements.lock pins them (tools/build_dist.py).",
+        "# pyspark, py4j and delta-spark are left out: the cluster provides Spark and Delta (the",
+        "# Delta jar also holds the `delta` Python module), and a pip-installed pyspark would",
+        "# shadow the cluster's.",
     ]
     target.write_text("\n".join(header + runtime_requirements()) + "\n")
     return target
+
+
+def write_lock(upgrade: bool = False, lock: Path = LOCK) -> Path:
+    """Resolve pyproject's dependencies with pip (no install) and pin the result in ``lock``."""
+    import json
+
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    with tempfile.TemporaryDirectory(prefix="crawllib-lock-") as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet"]
+        cmd += ["--ignore-installed", "--disable-pip-version-check", "--report", str(report)]
+        if lock.is_file() and not upgrade:
+            cmd += ["--constraint", str(lock)]
+        subprocess.run([*cmd, *deps], check=True)
+        resolved = json.loads(report.read_text())["install"]
+    pins = sorted((canonical(p["metadata"]["name"]), p["metadata"]["version"]) for p in resolved)
+    header = [
+        "# Every package crawllib's runtime dependencies resolve to, pinned: what `make install`",
+        "# installs (as constraints) and the packed environment of `make dist` holds (less",
+        f"# {', '.join(sorted(CLUSTER_PROVIDED))}). Python {sys.version_info.major}."
+        f"{sys.version_info.minor}, {sysconfig.get_platform()}. Written by",
+        "# `python tools/build_dist.py --lock [--upgrade]` from pyproject's ranges; do not edit.",
+    ]
+    lock.write_text("\n".join([*header, *(f"{n}=={v}" for n, v in pins)]) + "\n")
+    return lock
 
 
 def write_bootstrap(out: Path) -> Path:
@@ -184,9 +224,9 @@ def write_env(out: Path, requirements: Path, python: str = ENV_PYTHON) -> Path:
 
 
 def copy_sources(src: Path) -> None:
-    """Snapshot pyproject, README and the package, so the wheel and the zip hold the same code."""
+    """Snapshot pyproject, README, LICENSE and the package: the wheel and the zip hold one code."""
     for path, name in [
-        *((REPO / n, n) for n in ("pyproject.toml", "README.md")),
+        *((REPO / n, n) for n in ("pyproject.toml", "README.md", "LICENSE")),
         *package_files(),
     ]:
         (src / name).parent.mkdir(parents=True, exist_ok=True)
@@ -225,11 +265,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "dist", help="output folder")
     parser.add_argument("--env", action="store_true", help=f"also build {ENV_ARCHIVE}")
     parser.add_argument(
+        "--lock", action="store_true", help=f"write {LOCK.name} from pyproject's ranges, only"
+    )
+    parser.add_argument(
+        "--upgrade", action="store_true", help="--lock: the newest versions the ranges allow"
+    )
+    parser.add_argument(
         "--env-python",
         default=ENV_PYTHON,
         help="the Python 3.11 the packed environment runs on the nodes (default %(default)s)",
     )
     args = parser.parse_args(argv)
+    if args.lock:
+        print(write_lock(args.upgrade))
+        return 0
     for path in build(args.out.resolve(), args.env, args.env_python):
         print(f"{path}  ({path.stat().st_size:,} bytes)")
     return 0

@@ -14,11 +14,13 @@ import logging
 from crawllib.bench import suite
 
 BENCHMARKS = {
+    "cost": "crawllib.bench.cost",
     "fetch": "crawllib.bench.fetch",
     "memory": "crawllib.bench.memory",
     "recrawl": "crawllib.bench.recrawl",
     "priority": "crawllib.bench.priority",
     "scale": "crawllib.bench.scale",
+    "shared": "crawllib.bench.shared",
     "sql": "crawllib.bench.sql",
 }
 

@@ -26,7 +26,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import config, pipeline, tables
+from crawllib import config, lease, pipeline, tables
 from crawllib.bench.fetch import engine_config, run_engine, web_server
 from crawllib.bench.procs import ProcessTree
 from crawllib.bench.stages import bench_config
@@ -79,6 +79,11 @@ def bench_crawl(
     }
 
 
+# The hard hosts of the real-shaped web: every page 429 with Retry-After 3600, a URL that
+# always answers 500, one that fails twice then answers (crawllib.testing.special)
+HARD_HOSTS = ("throttled.org", "err500.com", "flaky.net")
+
+
 def bench_sites(
     spark: SparkSession,
     work: str,
@@ -88,29 +93,50 @@ def bench_sites(
     max_depth: int = 3,
     delay: float = 0.2,
     scrapy: bool = True,
+    shape: str = "real",
 ) -> dict[str, Any]:
-    """The small-site crawl: seeds = home pages, each host a tree of ``pages`` pages ``fanout``
-    children per page (5 and 95: every page within 3 links of home), crawled by ``run_crawl``
-    with the default settings but delay and depth, then by Scrapy; both audited from the
-    server's log. Then the CPU floor of the same pages: the bare engine (delay 0, no
-    extraction) and the bare extraction (``extract_record``, this process, one core)."""
-    spec = WebSpec(hosts=hosts, pages_per_host=pages, fanout=fanout, special=False)
+    """A crawl of small sites, each host a tree of ``pages`` pages ``fanout`` children per
+    page (5 and 95: every page within 3 links of its home), crawled by ``run_crawl`` with the
+    default settings but delay and depth, then by Scrapy; both audited from the server's log.
+    Then the CPU floor of the same pages: the bare engine (delay 0, no extraction) and the
+    bare extraction (``extract_record``, this process, one core).
+
+    ``shape``: ``real``, the web as users crawl it: a third of the links cross hosts and may
+    lead anywhere in the other host's tree (WebSpec.shortcuts), only every other host's home
+    is a seed (the rest are found through links, so shortest paths cross hosts and a depth-3
+    crawl takes several generations), plus the HARD_HOSTS (a host that throttles with
+    Retry-After 3600, a URL that always fails, one that fails twice); failed URLs are retried
+    a second after their attempt (Scrapy retries at once); ``tree``: every home a seed, no
+    link across hosts deeper than its source (a generation follows each site whole)."""
+    real = shape == "real"
+    spec = WebSpec(
+        hosts=hosts,
+        pages_per_host=pages,
+        fanout=fanout,
+        special=real,
+        special_hosts=HARD_HOSTS if real else (),
+        shortcuts=real,
+        cross_host_link_share=0.3 if real else 0.2,
+    )
     names = [regular_host_name(i) for i in range(hosts)]
-    seeds = [f"http://{h}/" for h in names]
+    seeds = [f"http://{h}/" for h in (names[::2] + list(HARD_HOSTS) if real else names)]
     log = os.path.join(work, "sites-web.jsonl")
     os.makedirs(work, exist_ok=True)
     out: dict[str, Any] = {
+        "shape": shape,
         "hosts": hosts,
         "pages_per_host": pages,
         "fanout": fanout,
         "max_depth": max_depth,
         "delay": delay,
+        "seeds": len(seeds),
     }
     with web_server(spec, "process", log) as (resolve, _pid):
         cfg = config.replace(
-            engine_config(bench_config(), resolve, hosts),
+            engine_config(bench_config(), resolve, hosts + len(HARD_HOSTS)),
             politeness__default_delay=delay,
             crawl__max_depth=max_depth,
+            fetch__retry_backoff_seconds=1.0 if real else 600.0,
         )
         root = os.path.join(work, "sites")
         out.update(run_ours(spark, root, cfg, seeds))
@@ -119,7 +145,8 @@ def bench_sites(
 
             port = int(next(iter(resolve.values())).rsplit(":", 1)[1])
             scrapy_dir = os.path.join(work, "scrapy-sites")
-            out["scrapy"] = run_scrapy(port, seeds, names, max_depth, delay, scrapy_dir)
+            domains = names + list(HARD_HOSTS) if real else names
+            out["scrapy"] = run_scrapy(port, seeds, domains, max_depth, delay, scrapy_dir)
     site, requests = Site(spec), read_log(log)
     out["audit"] = audit(site, requests, "crawllib/", max_depth, delay, seeds)
     if scrapy:
@@ -135,6 +162,7 @@ def run_ours(spark: SparkSession, root: str, cfg: Config, seeds: list[str]) -> d
     seed_file = root + "-seeds.txt"
     with open(seed_file, "w", encoding="utf-8") as fh:
         fh.write("\n".join(seeds) + "\n")
+    lease.take(root, "bench crawl", cfg)  # for this process's life: later figures read it
     with ProcessTree() as tree:
         t0 = time.perf_counter()
         ran = pipeline.run_crawl(spark, root, cfg, seed_file)
@@ -172,7 +200,8 @@ def cpu_floor(spark: SparkSession, root: str, spec: WebSpec, cfg: Config) -> dic
     on a fresh server: its requests stay out of the audited log) and of the bare extraction of
     the stored pages (``extract_record``, as the fetch task runs it)."""
     pages = tables.read(spark, root, "pages").select("url", "url_key", "host", "body", "charset")
-    rows = pages.collect()
+    # the regular hosts' pages: a hard host answers a fresh server otherwise (flaky.net fails)
+    rows = [r for r in pages.collect() if r["host"] not in HARD_HOSTS]
     inputs = [
         {"url": r["url"], "url_key": r["url_key"], "host": r["host"], "depth": 1} for r in rows
     ]

@@ -38,7 +38,7 @@ from crawllib.config import Config, load_config, replace
 from crawllib.fetch import fetch_rows
 from crawllib.testing import WebSpec, serve_in_thread
 from crawllib.testing.audit import write_log
-from crawllib.testing.site import regular_host_name
+from crawllib.testing.site import Site, regular_host_name
 from crawllib.urls import url_key
 
 IDEAL_DEFINITION = (
@@ -215,8 +215,7 @@ def web_server(
                 break
         if port is None:
             raise RuntimeError("the test web process did not start")
-        names = [regular_host_name(i) for i in range(spec.hosts)]
-        yield {h: f"127.0.0.1:{port}" for h in names}, child.pid
+        yield {h: f"127.0.0.1:{port}" for h in Site(spec).hosts}, child.pid
     finally:
         child.terminate()
         child.wait(10)

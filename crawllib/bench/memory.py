@@ -35,7 +35,7 @@ import psutil
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import pipeline, seeding, tables
+from crawllib import lease, pipeline, seeding, tables
 from crawllib.bench.procs import ProcessTree, TreeFigures
 from crawllib.config import load_config, replace
 
@@ -115,6 +115,7 @@ def _measure(spark: SparkSession, root: str, size: int, regular_hosts: int) -> d
         homes = [f"http://{regular_host_name(i)}/" for i in range(regular_hosts)]
         with open(seeds, "w", encoding="utf-8") as fh:
             fh.write("\n".join([*homes, BIG_URL, BOMB_URL]) + "\n")
+        lease.take(root, "bench memory", cfg)
         tables.init_tables(spark, root)
         seeding.seed(spark, root, seeds, cfg, gen=0)
         pipeline.run_stage(spark, root, cfg, 0, "plan")

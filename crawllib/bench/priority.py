@@ -74,7 +74,7 @@ def bench_priority(
 ) -> dict[str, Any]:
     """Crawl the same web in each of ORDERS; per order the share of the important pages
     fetched after each generation, the pages fetched and the wall time."""
-    from crawllib import pipeline, tables
+    from crawllib import lease, pipeline, tables
     from crawllib.bench.fetch import engine_config, web_server
     from crawllib.bench.stages import bench_config
 
@@ -112,6 +112,7 @@ def bench_priority(
             seeds = os.path.join(work, f"{order}-seeds.txt")
             with open(seeds, "w", encoding="utf-8") as fh:
                 fh.write("\n".join(site.seeds()) + "\n")
+            lease.take(root, "bench priority", cfg)
             t0 = time.perf_counter()
             pipeline.run_crawl(spark, root, cfg, seeds, generations_wanted=generations)
             seconds = time.perf_counter() - t0

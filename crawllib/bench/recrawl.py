@@ -173,7 +173,7 @@ def real_check(
     """``generations`` generations of the real crawler, ``step`` seconds apart by
     ``crawl.now`` and the test web's clock, from the front pages of ``hosts`` changing hosts,
     and the simulator on the same setup; per generation, both counts and fetched URLs."""
-    from crawllib import pipeline, seeding, tables
+    from crawllib import lease, pipeline, seeding, tables
     from crawllib.bench.stages import bench_config
     from crawllib.testing import serve_in_thread
 
@@ -187,6 +187,7 @@ def real_check(
     t0 = time.perf_counter()
     with serve_in_thread(spec) as web:
         cfg = replace(cfg, network__resolve=web.resolve, politeness__default_delay=delay)
+        lease.take(root, "bench recrawl", cfg)
         tables.init_tables(spark, root)
         seeding.seed(spark, root, seeds, cfg, 0)
         for gen in range(generations):

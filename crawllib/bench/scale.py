@@ -2,7 +2,7 @@
 
 For each size a synthetic crawl root is built (crawllib.bench.scale_build: ten generations of
 history, a frontier for the next) or taken from the cache under ``--work``, copied, and its
-next generation run: plan, parse and update are the real stages (``pipeline.run_stage``), the
+next generation run: plan and update are the real stages (``pipeline.run_stage``), the
 fetch is synthetic (crawllib.bench.scale_fetch). Per stage: wall seconds and CPU seconds of
 the driver, the JVM and the Python workers (crawllib.bench.procs), and each table's data
 files and bytes before and after the generation. The report ends with the ratio of the
@@ -22,7 +22,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from crawllib import config, pipeline, tables
+from crawllib import config, lease, pipeline, tables
 from crawllib.bench.procs import ProcessTree
 from crawllib.bench.scale_build import build_seconds, cached_root, clone_root
 from crawllib.bench.scale_data import DAY, T0, ScaleSpec
@@ -42,8 +42,7 @@ ROLES = ("driver", "jvm", "python_workers")
 SHOWN = {
     Stage.PLAN: ("candidates", "planned", "revisits"),
     Stage.FETCH: ("urls", "ok", "not_modified"),
-    Stage.PARSE: ("pages", "exact_duplicates", "near_duplicates", "new_frontier"),
-    Stage.UPDATE: ("urls", "new", "revisited", "changed"),
+    Stage.UPDATE: ("urls", "new", "revisited", "exact_duplicates", "new_frontier"),
 }
 
 
@@ -62,7 +61,7 @@ DETAILS = (
     "rows; url_key as the crawler computes it (MurmurHash3 in Spark expressions, checked "
     "against `crawllib.urls.url_key`). The generation's candidates: 60% new URLs of its "
     "frontier (which also links 10% as many known URLs), 20% queued and 5% failed URLs due, "
-    "15% revisits due; all of them planned (no per-host cap or budget cuts). Plan, parse and "
+    "15% revisits due; all of them planned (no per-host cap or budget cuts). Plan and "
     "update are the real stages on a copy of the root; fetch is synthetic "
     "(`crawllib/bench/scale_fetch.py`: pages, texts, links, fetches and hosts rows of the "
     "planned URLs, 91.5% ok or 304, in one slice). Per stage: wall and CPU seconds of the "
@@ -153,6 +152,7 @@ def measure(
     t0 = time.perf_counter()
     clone_root(source, root)
     copy_s = time.perf_counter() - t0
+    lease.take(root, "bench scale", cfg)
     # A root cached by an earlier version gets the columns added since (as `crawl run` does).
     tables.init_tables(spark, root, upgrade=True)
     try:
@@ -160,6 +160,7 @@ def measure(
         stages = run_generation(spark, spec, root, cfg)
         after = table_sizes(spark, root)
     finally:
+        lease.give_back(root)
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     return {

@@ -22,7 +22,7 @@ import time
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import integrity, tables
+from crawllib import integrity, lease, tables
 from crawllib.bench import scale_history as history
 from crawllib.bench.scale_data import (
     DAY,
@@ -39,6 +39,7 @@ from crawllib.bench.scale_data import (
     url_of,
 )
 from crawllib.bench.scale_keys import session_conf, with_url_key, wrapping
+from crawllib.config import make_config
 from crawllib.schemas import CRAWLDB, columns_of
 from crawllib.vocab import Status
 
@@ -86,6 +87,11 @@ def clone_root(source: str, target: str) -> None:
 
 def build_root(spark: SparkSession, spec: ScaleSpec, root: str) -> None:
     """Create every table under ``root`` and fill them from ``spec``."""
+    with lease.hold(root, "bench scale build", make_config()):
+        _build_root(spark, spec, root)
+
+
+def _build_root(spark: SparkSession, spec: ScaleSpec, root: str) -> None:
     tables.init_tables(spark, root)
     partitions = max(2, spec.rows // ROWS_PER_TASK)
     settings = {"spark.sql.shuffle.partitions": str(max(8, partitions))}
@@ -185,5 +191,14 @@ def crawldb_rows(spark: SparkSession, spec: ScaleSpec, partitions: int) -> DataF
         "score": 1.0 / (1 + F.col("first_gen")),
         "score_gen": F.col("last_gen"),
         "redirects": F.lit(None),
+        # a failed URL's retry: due an hour ago, or up to five hours ahead
+        "not_before": F.when(
+            F.col("status") == Status.FAILED,
+            F.timestamp_seconds(
+                F.when(due, day_seconds(spec.gen) - 3600).otherwise(
+                    day_seconds(spec.gen) + 3600 * (1 + F.pmod(F.col("offset"), F.lit(5)))
+                )
+            ),
+        ),
     }
     return urls.select(*columns_of(CRAWLDB, **given))

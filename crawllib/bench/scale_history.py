@@ -243,6 +243,10 @@ def hosts_rows(crawldb: DataFrame, gen: int) -> DataFrame:
         *columns_of(
             HOSTS,
             slot=F.col("host"),
+            kind=F.lit("host"),
+            address=F.lit(None),
+            response_seconds=F.lit(None),
+            adaptive_delay=F.lit(None),
             last_request_at=at_day(gen, 3600),
             delay=F.lit(1.0),
             delay_source=F.lit("default"),

@@ -307,7 +307,7 @@ def _details(r: dict[str, Any]) -> list[str]:
         "fetching (the rest: reads, persist, three commits per slice); both extract each page "
         "in the fetch task (fetch.extract, the default).",
         "",
-        f"**3. Parse**: `crawl parse --force` over {k['parse_pages']} pages in "
+        f"**3. Re-extraction**: `crawl parse --force` (update, extracting again) over {k['parse_pages']} pages in "
         f"{k['parse_s']:.1f} s on {k['cores']} cores (Python workers' CPU "
         f"{k['parse_worker_cpu_s']:.1f} s): it re-extracts every stored page in Spark, hashes, "
         "finds exact and near duplicates and writes texts, links and the frontier. Bare loop: "
@@ -317,13 +317,13 @@ def _details(r: dict[str, Any]) -> list[str]:
         "**4. Fixed cost per generation** (`crawl generation` of home pages, delay 0; fixed = wall "
         "− network time):",
         "",
-        "| crawldb URLs | pages | plan s | fetch s | parse s | update s | network s | fixed s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| crawldb URLs | pages | plan s | fetch s | update s | network s | fixed s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for f in fixed:
         out.append(
             f"| {f['crawldb']:,} | {f['pages']} | {f['plan_s']:.1f} | {f['fetch_s']:.1f} | "
-            f"{f['parse_s']:.1f} | {f['update_s']:.1f} | {f['network_s']} | {f['fixed_s']:.1f} |"
+            f"{f['update_s']:.1f} | {f['network_s']} | {f['fixed_s']:.1f} |"
         )
     out += [
         "",

@@ -6,6 +6,9 @@ out of the decompressor (gzip, deflate; the session sends ``Accept-Encoding: gzi
 and decompresses nothing itself). A body is read only for 2xx answers whose media type is
 kept (``keep_types``; None keeps all) or that have no Content-Type at all.
 
+Memory: with a `crawllib.fetch.budget.Share`, the body grows into it as it is read (a piece
+of the wire, a step of the decompressor), pausing while the task's budget is spent.
+
 Decompressed overflow: when ``overflow_is_error`` (pages) the fetch is an "error" with
 error_kind "decompressed_too_large" and no body (a page that inflates past the cap is a
 decompression bomb far more often than a real document); otherwise (robots.txt) the body is
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from yarl import URL
 
+from crawllib.fetch.budget import Share
 from crawllib.fetch.dns import ResolveError
 from crawllib.urls import InvalidURL, normalize_url
 from crawllib.vocab import ErrorKind, Outcome
@@ -89,12 +93,14 @@ async def fetch_url(
     limits: Limits,
     on_sent: Callable[[], None] | None = None,
     validators: Mapping[str, str] | None = None,
+    share: Share | None = None,
 ) -> Fetched:
     """GET `url` once. Safety checks of the literal host are the caller's (engine) job; the
     session's resolver checks resolved addresses and raises ResolveError, turned here into a
     "blocked" or "error"/"dns" result. ``on_sent`` needs the session's :func:`trace_config`.
     ``validators`` (:func:`conditional_headers`) make it a conditional GET: a 304 answer is
-    ``not_modified``."""
+    ``not_modified``. ``share``: the body's part of the task's byte budget (module text); it
+    holds the body's size once read, nothing when there is no body."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     result = Fetched(outcome=Outcome.ERROR)
@@ -106,7 +112,7 @@ async def fetch_url(
             headers=validators or None,
         )
         async with request as resp:
-            await _take_response(resp, url, limits, result, bool(validators))
+            await _take_response(resp, url, limits, result, bool(validators), share)
     except aiohttp.ClientConnectorDNSError as exc:
         cause = exc.__cause__ if isinstance(exc.__cause__, ResolveError) else None
         if cause is not None and cause.blocked:
@@ -119,6 +125,8 @@ async def fetch_url(
         result.error_kind = error_kind_of(exc)
         result.error_detail = f"{type(exc).__name__}: {exc}"[:300]
         result.body = None
+    if share is not None:
+        share.done_reading(len(result.body) if result.body is not None else 0)
     result.fetch_ms = int((loop.time() - started) * 1000)
     return result
 
@@ -167,6 +175,7 @@ async def _take_response(
     limits: Limits,
     result: Fetched,
     conditional: bool = False,
+    share: Share | None = None,
 ) -> None:
     result.http_status = resp.status
     result.headers = _headers(resp)
@@ -207,16 +216,21 @@ async def _take_response(
         result.error_detail = encoding[:100]
         resp.close()
         return
-    await _read_body(resp, encoding, limits, result)
+    await _read_body(resp, encoding, limits, result, share)
 
 
 async def _read_body(
-    resp: aiohttp.ClientResponse, encoding: str, limits: Limits, result: Fetched
+    resp: aiohttp.ClientResponse,
+    encoding: str,
+    limits: Limits,
+    result: Fetched,
+    share: Share | None = None,
 ) -> None:
     inflater = _Inflater(encoding) if encoding in ("gzip", "x-gzip", "deflate") else None
     out = bytearray()
     raw = 0
     complete = False
+    cap = limits.max_decoded
     while True:
         chunk = await resp.content.readany()
         if not chunk:
@@ -228,12 +242,18 @@ async def _read_body(
         raw += len(chunk)
         result.body_bytes = raw
         if inflater is None:
+            if share is not None:
+                await share.grow_to(min(len(out) + len(chunk), cap + 1))
             out += chunk
-            overflow = len(out) > limits.max_decoded
+            overflow = len(out) > cap
             if overflow:
-                del out[limits.max_decoded :]
+                del out[cap:]
         else:
-            overflow = inflater.feed(chunk, out, limits.max_decoded)
+            overflow, pending = False, chunk
+            while pending and not overflow:
+                if share is not None:
+                    await share.grow_to(min(len(out) + _INFLATE_STEP, cap + 1))
+                overflow, pending = inflater.step(pending, out, cap)
         if overflow:
             result.is_truncated = True
             if limits.overflow_is_error:
@@ -258,8 +278,9 @@ class _Inflater:
         self.started = False
         self.d = zlib.decompressobj(zlib.MAX_WBITS if self.deflate else 16 + zlib.MAX_WBITS)
 
-    def feed(self, data: bytes, out: bytearray, cap: int) -> bool:
-        """Append the decoding of `data` to `out`; True if it would pass `cap` (out is cut)."""
+    def step(self, data: bytes, out: bytearray, cap: int) -> tuple[bool, bytes]:
+        """Append at most one step (_INFLATE_STEP bytes) of the decoding of `data` to `out`:
+        (whether it would pass `cap`: out is cut, the input of `data` not decoded yet)."""
         if self.deflate and not self.started:
             self.started = True
             try:
@@ -267,15 +288,15 @@ class _Inflater:
                 probe.decompress(data[:2048], 1)
             except zlib.error:  # "deflate" sent raw, without the zlib header (old IIS)
                 self.d = zlib.decompressobj(-zlib.MAX_WBITS)
-        while data and not self.d.eof:
-            # In steps: one call asked for the whole cap would hold a copy of it (bomb x3).
-            piece = self.d.decompress(data, min(cap - len(out) + 1, _INFLATE_STEP))
-            out += piece
-            if len(out) > cap:
-                del out[cap:]
-                return True
-            data = self.d.unconsumed_tail
-        return False
+        if not data or self.d.eof:
+            return False, b""
+        # In steps: one call asked for the whole cap would hold a copy of it (bomb x3).
+        piece = self.d.decompress(data, min(cap - len(out) + 1, _INFLATE_STEP))
+        out += piece
+        if len(out) > cap:
+            del out[cap:]
+            return True, b""
+        return False, self.d.unconsumed_tail
 
 
 async def _discard(resp: aiohttp.ClientResponse) -> None:

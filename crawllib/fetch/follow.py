@@ -16,13 +16,19 @@ from __future__ import annotations
 import bisect
 from array import array
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from crawllib import exclusions
 from crawllib.config import Config
 from crawllib.records import FetchRecord
 from crawllib.traps import repeated_segments, url_pattern
 from crawllib.urls import registered_domain, url_extension
+
+
+class Queued(Protocol):
+    """URLs a slot has queued (crawllib.fetch.slots.RowQueue, or an address's hosts')."""
+
+    def lower(self, key: int, depth: int, source_url: str | None = None) -> bool: ...
 
 
 class Known:
@@ -72,24 +78,33 @@ class Follower:
             return self.host_slots.get(host)
         return registered_domain(host) if self.by_domain else host
 
-    def links(self, slot: str, page: FetchRecord, limit: int | None = None) -> list[dict[str, Any]]:
+    def links(
+        self,
+        slot: str,
+        page: FetchRecord,
+        limit: int | None = None,
+        queued: Queued | None = None,
+    ) -> list[dict[str, Any]]:
         """The rows to fetch now for the links of ``page`` (fetched from ``slot``): url,
         url_key, host, depth, slot and source_url; each takes one unit of the slot's room.
-        ``limit``: at most this many (the slot's time budget: Engine)."""
+        ``limit``: at most this many (the slot's time budget: Engine). A link to a URL the
+        slot has ``queued`` deeper moves it up to this depth (no room taken)."""
+        extracted = page["extracted"]
+        depth = (page["depth"] or 0) + 1
+        if extracted is None or depth > self.max_depth or slot not in self.known:
+            return []
         room = self.room.get(slot, 0)
         if limit is not None:
             room = min(room, limit)
-        extracted = page["extracted"]
-        depth = (page["depth"] or 0) + 1
-        if room <= 0 or extracted is None or depth > self.max_depth:
-            return []
         known = self.known[slot]
         rows = []
         for link in extracted["links"]:
-            if room <= 0:
-                break
             url, key, host = link["dst_url"], link["dst_key"], link["dst_host"]
-            if key in known or self.slot_of(host) != slot or not self._allowed(url, host, slot):
+            if key in known:
+                if queued is not None:
+                    queued.lower(key, depth, page["url"])
+                continue
+            if room <= 0 or self.slot_of(host) != slot or not self._allowed(url, host, slot):
                 continue
             known.add(key)
             room -= 1

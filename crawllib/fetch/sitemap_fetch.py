@@ -18,6 +18,7 @@ parse error are kept.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import Executor
 from contextlib import AbstractAsyncContextManager
@@ -26,6 +27,7 @@ import aiohttp
 from yarl import URL
 
 from crawllib.config import Config
+from crawllib.fetch.budget import Share
 from crawllib.fetch.client import Fetched, Limits, fetch_url
 from crawllib.records import SitemapEntry, SitemapRecord
 from crawllib.robots import RobotsRules
@@ -72,18 +74,22 @@ async def fetch_sitemap(
     on_sent: Callable[[], None] | None,
     now: Callable[[], float],
     executor: Executor | None,
+    share: Share | None = None,
+    room: asyncio.Semaphore | None = None,
 ) -> SitemapRecord | None:
     """Fetch and read one sitemap document listed (or, /sitemap.xml, implied) by ``host``'s
     robots.txt; None when no request was made (the deadline came first, or robots.txt
     disallows it: the next robots.txt fetch asks again).
 
     ``before_request()`` waits for the slot's turn (False: the deadline passed); the request
-    runs inside ``request()`` (the engine's room per server address)."""
+    runs inside ``request()`` (the engine's room per server address). ``share``: the body's
+    part of the task's byte budget; ``room``: the engine's extraction room, held while the
+    document is read in ``executor``."""
     if not rules.allowed(url) or not await before_request():
         return None
     async with request():
         fetched_at = now()
-        got = await fetch_url(session, url, sitemap_limits(cfg), on_sent)
+        got = await fetch_url(session, url, sitemap_limits(cfg), on_sent, share=share)
     after_response(got)
     record: SitemapRecord = {
         "record": Record.SITEMAP,
@@ -103,17 +109,18 @@ async def fetch_sitemap(
             record["error_kind"] = f"http_{got.http_status}" if got.http_status else got.outcome
         return record
     loop = asyncio.get_running_loop()
-    parsed: SitemapResult = await loop.run_in_executor(
-        executor,
-        lambda: parse_sitemap(
-            got.body or b"",
-            url,
-            content_type=got.content_type,
-            allowed_hosts=frozenset({host}),
-            max_urls=cfg.sitemaps.max_urls,
-            max_bytes=cfg.sitemaps.max_bytes,
-        ),
-    )
+    async with room or contextlib.nullcontext():
+        parsed: SitemapResult = await loop.run_in_executor(
+            executor,
+            lambda: parse_sitemap(
+                got.body or b"",
+                url,
+                content_type=got.content_type,
+                allowed_hosts=frozenset({host}),
+                max_urls=cfg.sitemaps.max_urls,
+                max_bytes=cfg.sitemaps.max_bytes,
+            ),
+        )
     entries: list[SitemapEntry] = [
         {
             "url": e.url,

@@ -3,12 +3,14 @@
 The asyncio loop runs in a background thread; records come back through a queue bounded both
 in records and in body bytes (``MAX_QUEUED_RECORDS``, ``MAX_QUEUED_BYTES``), so a slow consumer
 slows the fetchers down instead of letting fetched pages pile up in memory. Closing the
-iterator early cancels the fetch and waits for the thread to finish.
+iterator early cancels the fetch and waits for the thread to finish; so does a ``watcher``
+(:mod:`crawllib.fetch.watch`) that sees the process's JVM gone, before it ends the process.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 import time
@@ -17,6 +19,8 @@ from typing import Any
 
 from crawllib.config import Config
 from crawllib.fetch.engine import fetch_async
+from crawllib.fetch.resume import Resume
+from crawllib.fetch.watch import Watcher
 from crawllib.records import EngineRecord, HostState
 
 MAX_QUEUED_RECORDS = 256
@@ -68,9 +72,15 @@ def fetch_rows(
     follow_rows: Iterable[Mapping[str, Any]] = (),
     host_rows: Iterable[HostState] = (),
     retried: bool = False,
+    resume: Resume | None = None,
+    checkpoint_seconds: float = 0.0,
+    on_request: Callable[[int], object] | None = None,
+    watcher: Watcher | None = None,
 ) -> Iterator[EngineRecord]:
-    """Fetch `rows` (see :mod:`crawllib.fetch.engine`) and yield their fetch, robots and host
-    records as they are produced. Raises only if the engine itself fails."""
+    """Fetch `rows` (see :mod:`crawllib.fetch.engine`, also for ``resume``,
+    ``checkpoint_seconds`` and ``on_request``) and yield their fetch, robots and host records
+    as they are produced. Raises only if the engine itself fails. ``watcher``: cancel the
+    fetch when it sees the JVM gone."""
     rows = list(rows)  # read the partition here, not from the loop's thread
     robots_rows = list(robots_rows)
     follow_rows = list(follow_rows)
@@ -100,7 +110,19 @@ def fetch_rows(
             batch.append(record)
 
         try:
-            await fetch_async(rows, cfg, robots_rows, emit, now, follow_rows, host_rows, retried)
+            await fetch_async(
+                rows,
+                cfg,
+                robots_rows,
+                emit,
+                now,
+                follow_rows,
+                host_rows,
+                retried,
+                resume,
+                checkpoint_seconds,
+                on_request,
+            )
         finally:
             flush()
 
@@ -116,6 +138,14 @@ def fetch_rows(
     thread = threading.Thread(target=run, name="crawllib-fetch", daemon=True)
     thread.start()
     ready.wait()
+
+    def cancel() -> None:
+        """Cancel the engine's run (its requests in flight are dropped); from any thread."""
+        if "task" in state:
+            with contextlib.suppress(RuntimeError):  # the loop has finished already
+                state["loop"].call_soon_threadsafe(state["task"].cancel)
+
+    unwatch = watcher.on_lost(cancel) if watcher is not None else None
     finished = False
     try:
         while True:
@@ -133,6 +163,8 @@ def fetch_rows(
             except RuntimeError:  # the loop has finished: nobody waits for room any more
                 pass
     finally:
+        if unwatch is not None:
+            unwatch()
         if not finished and thread.is_alive():
-            state["loop"].call_soon_threadsafe(state["task"].cancel)
+            cancel()
         thread.join()

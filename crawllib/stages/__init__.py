@@ -1,4 +1,4 @@
-"""The four stages of a generation, each a separate Spark job with Delta commits between them.
+"""The three stages of a generation, each a separate Spark job with Delta commits between them.
 
 Each module exposes ``run(run: StageRun) -> <Stage>Result`` (:mod:`crawllib.stages.base`;
 the result's counts are recorded in the ``generations`` table). Every stage is idempotent:

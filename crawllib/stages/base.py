@@ -9,7 +9,9 @@ rules that hold for every stage live here once:
   than a ``replaceWhere``; any later run (a rerun after a crash, or ``--force``) replaces.
 - ``previous``: the result of the stage before it, when that ran in the same process just
   before (``crawl generation``, ``crawl run``): what it knows need not be read back.
-- ``force``: asked to run although done (``--force``): parse then re-extracts every page.
+- ``force``: asked to run although done (``--force``).
+- ``reextract``: update extracts every page of the generation again from its raw pages
+  (``crawl parse --force``), without refetching.
 - ``started_at``: when this run started (its ``running`` row's started_at), if known.
 - ``frontier_open``: the next generation has not been planned yet. Once it has, its frontier
   rows were consumed (their URLs are in crawldb), so a rerun of parse or update (``--force``)
@@ -26,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from crawllib import generations, tables
 from crawllib.config import Config
+from crawllib.output import counts_line
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +40,11 @@ class StageResult:
 
     def as_counts(self) -> dict[str, int]:
         return {f.name: int(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def __str__(self) -> str:
+        """The non-zero counts in one line (``planned 39, hosts 12``), what logs print; the
+        dataclass repr stays for debugging."""
+        return counts_line(self.as_counts())
 
     @classmethod
     def nothing(cls) -> Self:
@@ -57,6 +65,7 @@ class StageRun:
     frontier_open: bool = True
     force: bool = False
     started_at: dt.datetime | None = None  # this run's start, as its running row records it
+    reextract: bool = False  # update: extract every page again from the raw pages
 
     def first_started(self, stage: str) -> float:
         """When ``stage`` first started for this generation, epoch seconds: this run's start

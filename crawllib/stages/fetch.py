@@ -20,6 +20,10 @@ replaces, so it costs several appends.
 Each slice's slots start from their hosts rows (last request, backoff, Retry-After, cool-down:
 ``crawllib.fetch.slots``), so a host's first request of a slice or generation is spaced from its
 last one of the previous by rule.
+
+A slice's tasks keep a journal under the crawl root (``crawllib.journal``): a task Spark runs
+again (its executor lost) waits while another attempt of it fetches, and fetches only what the
+earlier attempts did not write there; the slice's journal is deleted once it is committed.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import exclusions, progress, tables
+from crawllib import exclusions, journal, progress, tables
 from crawllib.config import Config, replace
 from crawllib.schemas import ROBOTS
 from crawllib.stages.base import StageResult, StageRun
@@ -55,6 +59,7 @@ from crawllib.transforms.fetch import (
     probes_from_results,
     robots_from_results,
     sitemaps_from_results,
+    with_task,
 )
 from crawllib.transforms.parse import links_table, texts_of
 from crawllib.traps import read_trapped
@@ -68,8 +73,10 @@ class FetchResult(StageResult):
     """urls, slices: the generation's fetchlist; slices_skipped: slices committed before this
     run; ok .. deferred (fetches rows by outcome, followed URLs included), pages, extracted
     (texts rows the fetch wrote) and followed (URLs fetched from links, in the task): the
-    generation's rows after this run (a rerun reports the same totals); robots_fetched and
-    seconds_fetching: this run's network work."""
+    generation's rows after this run (a rerun reports the same totals); robots_fetched,
+    seconds_fetching and refetched_after_retry (URLs a task attempt requested again after an
+    earlier attempt, lost with its executor, had requested them: crawllib.journal): this
+    run's network work."""
 
     THROUGHPUT: ClassVar[str] = "urls"
 
@@ -89,6 +96,7 @@ class FetchResult(StageResult):
     followed: int
     robots_fetched: int
     seconds_fetching: int
+    refetched_after_retry: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,12 +121,14 @@ class Stored:
 @dataclasses.dataclass(frozen=True)
 class SliceDone:
     """A committed slice: its URLs, the robots.txt records fetched, the rows it stored, the
-    seconds spent fetching (the persisted results' first evaluation)."""
+    seconds spent fetching (the persisted results' first evaluation), the URLs requested again
+    after a lost task attempt."""
 
     urls: int
     robots: int
     stored: Stored
     seconds: float
+    refetched: int = 0
 
 
 def run(run: StageRun) -> FetchResult:
@@ -143,7 +153,7 @@ def run(run: StageRun) -> FetchResult:
         listing.slices,
         listing.slices - len(listing.todo),
     )
-    robots_fetched = 0
+    robots_fetched = refetched = 0
     seconds = 0.0
     urls_done = 0
     stored = Stored(Counter(), 0)  # summed over this run's slices
@@ -156,6 +166,7 @@ def run(run: StageRun) -> FetchResult:
         sliced = replace(cfg, fetch__deadline_seconds=left)
         done = fetch_slice(spark, root, sliced, gen, r.slice, r.slots, fetchlist, r.dirty)
         robots_fetched += done.robots
+        refetched += done.refetched
         seconds += done.seconds
         ok = done.stored.outcomes[Outcome.OK]
         log.info(
@@ -194,7 +205,9 @@ def run(run: StageRun) -> FetchResult:
         followed=stored.followed,
         robots_fetched=robots_fetched,
         seconds_fetching=round(seconds),
+        refetched_after_retry=refetched,
     )
+    journal.clear(journal.generation_folder(root, gen), cfg)  # what crashed runs left
     log.info("fetch gen %d: %s", gen, result)
     return result
 
@@ -286,7 +299,8 @@ def fetch_slice(
     fetches commit), which its writes replace."""
     slice_rows = fetchlist.filter(F.col("slice") == slice_)
     robots = engine_robots(tables.read(spark, root, "robots"))
-    hosts = engine_hosts(tables.read(spark, root, "hosts"))
+    stored_hosts = tables.read(spark, root, "hosts")
+    hosts = engine_hosts(stored_hosts)
     follow = None
     if cfg.fetch.follow and cfg.fetch.extract:
         # Room and known keys as of the slices committed so far (fetches rows of gen).
@@ -296,13 +310,15 @@ def fetch_slice(
     # As many tasks as cores: every task runs at once, each holding many hosts in asyncio, so
     # no host waits for a second wave of tasks (politeness-bound time, not task waves).
     partitions = max(1, min(slots, spark.sparkContext.defaultParallelism))
-    results = fetch_results(fetch_inputs(slice_rows, robots, follow, hosts), cfg, partitions)
+    kept = journal.for_slice(root, gen, slice_, cfg)
+    inputs = with_task(fetch_inputs(slice_rows, robots, follow, hosts), stored_hosts, cfg)
+    results = fetch_results(inputs, cfg, partitions, kept)
     results = results.persist(StorageLevel.DISK_ONLY)
     try:
         started = time.monotonic()
         fetched: Counter[str] = Counter()
         robots_by: Counter[str] = Counter()
-        pages = extracted = followed = sitemaps = probes = 0
+        pages = extracted = followed = sitemaps = probes = refetched = 0
         for row in (
             results.groupBy(
                 "record",
@@ -310,6 +326,7 @@ def fetch_slice(
                 F.col("body").isNotNull().alias("page"),
                 F.col("extracted").isNotNull().alias("extracted"),
                 F.col("source_url").isNotNull().alias("followed"),
+                F.coalesce(F.col("refetched"), F.lit(False)).alias("refetched"),
             )
             .count()
             .collect()
@@ -330,11 +347,13 @@ def fetch_slice(
                 pages += row["count"]
             extracted += row["count"] if row["extracted"] else 0
             followed += row["count"] if row["followed"] else 0
+            refetched += row["count"] if row["refetched"] else 0
         done = SliceDone(
             urls=fetched.total() - followed,
             robots=robots_by.total(),
             stored=Stored(fetched, pages, extracted, followed),
             seconds=time.monotonic() - started,
+            refetched=refetched,
         )
         where = f"gen = {gen} AND slice = {slice_}"
         pages_extracted = extracted_from_results(results, gen, slice_)
@@ -393,6 +412,7 @@ def fetch_slice(
         tables.append(fetches_from_results(results, gen, slice_), root, "fetches")
     finally:
         results.unpersist()
+    journal.clear(kept.folder if kept is not None else None, cfg)  # committed: not needed
     return done
 
 

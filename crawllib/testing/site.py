@@ -4,7 +4,8 @@ Regular hosts (``WebSpec.hosts`` of them) are news-like sites. With ``f = WebSpe
 (default 2): ``/`` links to ``/p/0.html``..``/p/<f>.html``; ``/p/<n>.html`` (n < pages_per_host)
 links to ``f·n+1``..``f·n+f`` (a tree, so page n sits at depth ~log_f(n+1)+1) plus random pages
 below ``f·n+f+1`` (never deeper than its children) on the same host or, with probability
-``cross_host_link_share``, on another regular host. Every target is written
+``cross_host_link_share``, on another regular host (with ``shortcuts``, any page of it: a deep
+page is then fewer links away through another host than through its own tree). Every target is written
 in one of the forms real pages use (relative, ``./``, ``../``, root-relative, absolute,
 protocol-relative, mixed-case scheme and host, ``:80``, ``#fragment``, ``utm_*`` tracking
 parameters, the same query in two orders). Pages also carry links that a correct crawler never
@@ -70,6 +71,12 @@ class WebSpec:
     # loopback addresses served (127.0.0.1 .. 127.0.0.N, one port): regular host i is on
     # address i mod N, so with more hosts than addresses some share one; special hosts on .1
     addresses: int = 1
+    # hosts (regular or special) served from another address: (host, k) puts host on
+    # 127.0.0.<k + 1> (k < addresses), e.g. several special hosts sharing a server
+    placed: tuple[tuple[str, int], ...] = ()
+    # addresses (k: 127.0.0.<k + 1>) whose every answer, robots.txt included, comes after
+    # slow_seconds: busy servers, whatever host is asked
+    slow_addresses: tuple[int, ...] = ()
     changing_hosts: int = 0  # live0.com ...: pages that change with the clock (see live)
     changing_pages: int = 40  # /c/0.html .. /c/<n-1>.html on each changing host
     changing_sitemap: bool = False  # changing hosts serve /sitemap.xml (see live)
@@ -78,6 +85,13 @@ class WebSpec:
     # own or, at cross_host_link_share, another): important pages far from home
     popular_pages: int = 0
     popular_link_share: float = 0.5
+    # cross-host links may lead anywhere in the other host's tree, not only as deep as the
+    # linking page: deep pages are then fewer links away through another host than through
+    # their own (shortest paths that cross hosts, found in later generations)
+    shortcuts: bool = False
+    # with special: these special hosts only (any of crawllib.testing.special.HOSTS, opt-in
+    # ones such as throttled.org included); empty: the default set, SPECIAL_HOSTS
+    special_hosts: tuple[str, ...] = ()
 
 
 def regular_host_name(i: int) -> str:
@@ -105,11 +119,18 @@ class Site:
         self.spec = spec or WebSpec()
         self.regular = [regular_host_name(i) for i in range(self.spec.hosts)]
         self._index = {h: i for i, h in enumerate(self.regular)}
-        self.special = list(special.SPECIAL_HOSTS) if self.spec.special else []
+        chosen = tuple(self.spec.special_hosts) or special.SPECIAL_HOSTS
+        unknown = [h for h in chosen if h not in special.HOSTS]
+        if unknown:
+            raise ValueError(f"no special host {', '.join(unknown)}")
+        self.special = list(chosen) if self.spec.special else []
         if not self.regular:  # nothing to mirror
             self.special = [h for h in self.special if h != "mirror.net"]
         self.changing = [changes.changing_host_name(i) for i in range(self.spec.changing_hosts)]
         self.hosts = self.regular + self.special + self.changing
+        for host, k in self.spec.placed:
+            if host not in self.hosts or not 0 <= k < max(1, self.spec.addresses):
+                raise ValueError(f"cannot place {host} on address {k} of {self.spec.addresses}")
         self._special = set(self.special)
         self._changing = set(self.changing)
 
@@ -183,7 +204,7 @@ class Site:
                 if other:
                     j = rng.randrange(len(self.regular) - 1)
                     j += j >= i
-                targets.append((j, rng.randrange(bound)))
+                targets.append((j, rng.randrange(pages if other and spec.shortcuts else bound)))
             if spec.popular_pages and pages and rng.random() < spec.popular_link_share:
                 j = i
                 if len(self.regular) > 1 and rng.random() < spec.cross_host_link_share:

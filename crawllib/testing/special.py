@@ -25,6 +25,10 @@ the hosts whose pages change with the clock (``live<i>.com``) are in :mod:`crawl
 | flaky.net | 503 for the first ``WebSpec.flaky_failures`` (2) requests of the URL, then 200 | /flaky.html |
 | notfound.org | 404; soft 404: every path but /missing.html answers 200 with the same "Page not found" page | /missing.html (404), /soft404.html (200, a soft 404) |
 | ratelimit.com | 429 + ``Retry-After: 1``: on the first request only, or always | /limited.html (429 then 200), /always429.html |
+| throttled.org | (only in ``WebSpec.special_hosts``) every page, ``/`` too, answers 429 + ``Retry-After: 3600`` | nothing (``/`` is a 429) |
+| overloaded.net | (only in ``WebSpec.special_hosts``) every page, ``/`` too, answers 503 (no Retry-After) | nothing (``/`` is a 503) |
+| crawldelay60.org | (only in ``WebSpec.special_hosts``) ``Crawl-delay: 60`` | /c/1.html, /c/2.html, /c/3.html |
+| slowserver.net | (only in ``WebSpec.special_hosts``) a slow server: every answer, robots.txt included, after ``slow_seconds`` | /s/1.html, /s/2.html, /s/3.html |
 | slow.net | headers after ``slow_seconds`` (3 s); body trickled over ``slow_seconds`` | /slow.html, /trickle.html |
 | dropped.org | connection closed mid-body; closed before any status line | /drop.html, /drop-early.html |
 | redirects.com | chain 301 -> 302 -> 307 -> 200; loop 301 <-> 302 | /chain/start (-> /chain/2 -> /chain/3 -> /chain/end.html), /loop/a (<-> /loop/b) |
@@ -74,6 +78,7 @@ from typing import TYPE_CHECKING
 
 from crawllib.testing import traps
 from crawllib.testing.content import (
+    NOT_FOUND,
     Route,
     article_html,
     fixed_route,
@@ -244,6 +249,13 @@ HOSTS: dict[str, dict[str, Make]] = {
         "/limited.html": _behaviour("first429"),
         "/always429.html": _status(429, ("Retry-After", "1")),
     },
+    "throttled.org": {"/": _status(429, ("Retry-After", "3600"))},
+    "overloaded.net": {"/": _status(503)},
+    "crawldelay60.org": {
+        "/robots.txt": _robots("User-agent: *\nCrawl-delay: 60\nDisallow:\n"),
+        **_pages("/c/1.html", "/c/2.html", "/c/3.html"),
+    },
+    "slowserver.net": _pages("/s/1.html", "/s/2.html", "/s/3.html"),
     "slow.net": {"/slow.html": _behaviour("slow"), "/trickle.html": _behaviour("trickle")},
     "dropped.org": {"/drop.html": _behaviour("drop"), "/drop-early.html": _behaviour("drop_early")},
     "redirects.com": {
@@ -327,16 +339,32 @@ HIDDEN = frozenset(
     | {"/after.html"}
     | DIRECTIVE_TARGETS
 )
-SPECIAL_HOSTS = tuple(HOSTS)
+# Hosts a web has only when WebSpec.special_hosts names them (the default set stays as the
+# tests that count its requests know it).
+OPT_IN = frozenset({"throttled.org", "overloaded.net", "crawldelay60.org", "slowserver.net"})
+SPECIAL_HOSTS = tuple(h for h in HOSTS if h not in OPT_IN)
+# Hosts whose every page answers as their ``/`` does; hosts whose every answer is slow.
+SAME_EVERYWHERE = frozenset({"throttled.org", "overloaded.net"})
+SLOW_SERVERS = frozenset({"slowserver.net"})
 
 
 def route(site: Site, host: str, path: str, query: str, nonce: str) -> Route | None:
-    """Route of a special host, or None (404)."""
+    """Route of a special host, or None (404). A slow server's every answer is slow, its
+    404s included."""
+    found = _route(site, host, path, query, nonce)
+    if host in SLOW_SERVERS:
+        return dataclasses.replace(found or NOT_FOUND, behaviour="slow")
+    return found
+
+
+def _route(site: Site, host: str, path: str, query: str, nonce: str) -> Route | None:
     if host == "mirror.net":
         return site.regular_route(MIRRORED, path) if site.regular else None
     paths = HOSTS[host]
     if path in paths:
         return paths[path](site, host, path)
+    if host in SAME_EVERYWHERE and path != "/robots.txt":
+        return paths["/"](site, host, path)
     if path == "/robots.txt":
         return text_route(ALLOW_ALL)
     if path == "/":

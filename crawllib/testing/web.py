@@ -131,7 +131,11 @@ class TestWeb:
         return [f"127.0.0.{i + 1}" for i in range(max(1, self.spec.addresses))]
 
     def address_of(self, host: str) -> str:
-        """The address ``host`` is served from: regular host i on address i mod N."""
+        """The address ``host`` is served from: as WebSpec.placed says, else regular host i
+        on address i mod N, a special host on the first."""
+        placed = {name: k for name, k in self.spec.placed}
+        if host in placed:
+            return self.addresses[placed[host]]
         index = self.site.regular.index(host) if host in self.site.regular else 0
         return self.addresses[index % len(self.addresses)]
 
@@ -239,12 +243,22 @@ class TestWeb:
         transport = request.transport
         return transport is None or transport.is_closing()
 
+    def _slow_address(self, request: web.BaseRequest) -> bool:
+        """Whether the request reached one of WebSpec.slow_addresses."""
+        if not self.spec.slow_addresses or request.transport is None:
+            return False
+        sockname = request.transport.get_extra_info("sockname")
+        slow = {self.addresses[k] for k in self.spec.slow_addresses if k < len(self.addresses)}
+        return bool(sockname) and sockname[0] in slow
+
     async def _respond(self, request: web.BaseRequest, host: str) -> web.StreamResponse:
         nonce = secrets.token_hex(8)
         route = self.site.route(host, request.path, request.query_string, nonce, self.now())
         if route.conditional and live.not_modified(route.headers, request.headers):
             return web.Response(status=304, headers=dict(route.headers))
         kind = route.behaviour
+        if self._slow_address(request):
+            await asyncio.sleep(self.spec.slow_seconds)
         if kind in ("flaky", "first429"):
             with self._lock:
                 self._hits[(host, request.path)] += 1

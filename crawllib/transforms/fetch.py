@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -28,6 +28,7 @@ from pyspark.sql.types import (
 )
 
 from crawllib.config import Config
+from crawllib.journal import JournalSpec
 from crawllib.records import (
     Extracted,
     FetchInput,
@@ -187,9 +188,10 @@ def fetch_inputs(
     room, known); hosts rows as :func:`engine_hosts` gives them. Out: ENGINE_INPUT, robots
     (struct ENGINE_ROBOTS), follow (struct FOLLOW), host_state (struct ENGINE_HOSTS): one row
     per URL, one per host of the slice that has a robots row (only slot and host set), one per
-    slot of the slice with room to follow links and one per slot with a hosts row (only slot
-    set). A robots row travels once per host rather than once per URL (it can be 500 KiB),
-    known keys and politeness once per slot.
+    slot of the slice with room to follow links and one per slot or host of the slice with a
+    hosts row (only slot set: the slot whose task takes it; the struct's slot is the row's
+    own, a host's name under politeness.key = ip). A robots row travels once per host rather
+    than once per URL (it can be 500 KiB), known keys and politeness once per slot and host.
     """
 
     def empty_but(*kept: str) -> list[Column]:
@@ -220,8 +222,22 @@ def fetch_inputs(
         )
         inputs = inputs.unionByName(rooms)
     if hosts is not None:
-        states = hosts.join(slots, on="slot", how="inner").select(
-            *empty_but("slot"), *extra("host_state", F.struct(*ENGINE_HOSTS.fieldNames()))
+        # a slot's row, and with politeness.key = ip each of its hosts' rows (key: the row's)
+        keys = (
+            slice_rows.select(F.col("slot").alias("_key"), "slot")
+            .unionByName(slice_rows.select(F.col("host").alias("_key"), "slot"))
+            .distinct()
+        )
+        state = F.struct(
+            *[
+                F.col("_key").alias(c) if c == "slot" else F.col(c)
+                for c in ENGINE_HOSTS.fieldNames()
+            ]
+        )
+        states = (
+            hosts.withColumnRenamed("slot", "_key")
+            .join(keys, on="_key", how="inner")
+            .select(*empty_but("slot"), *extra("host_state", state))
         )
         inputs = inputs.unionByName(states)
     return inputs
@@ -324,17 +340,23 @@ def result_row(record: Mapping[str, Any]) -> tuple:
     return tuple(out)
 
 
-def partition_fetcher(cfg: Config) -> Callable[[Iterable[Row]], Iterator[tuple]]:
+def partition_fetcher(
+    cfg: Config, journal: JournalSpec | None = None, partitions: int = 1
+) -> Callable[[Iterable[Row]], Iterator[tuple]]:
     """The ``mapPartitions`` function: fetch_inputs rows of some slots -> RESULT_SCHEMA tuples.
 
-    ``cfg`` travels in the closure, by value. Records are yielded as the engine produces them
-    (the engine bounds its own queue), so a partition's bodies are never held in one list.
+    ``cfg`` and ``journal`` travel in the closure, by value. Records are yielded as the engine
+    produces them (the engine bounds its own queue), so a partition's bodies are never held in
+    one list. In a Spark task, a watcher ends the task's process once its JVM is gone
+    (crawllib.fetch.watch), and with ``journal`` (the slice's, of ``partitions`` tasks) the task
+    keeps one (crawllib.journal): it waits while another attempt of it fetches, yields what
+    earlier attempts fetched and fetches only the rest.
     """
 
     def fetch_partition(rows: Iterable[Row]) -> Iterator[tuple]:
         from pyspark import TaskContext
 
-        from crawllib.fetch import fetch_rows  # aiohttp is imported on executors only
+        from crawllib.fetch.task import task_records  # aiohttp is imported on executors only
 
         urls: list[dict[str, Any]] = []
         robots: list[dict[str, Any]] = []
@@ -352,11 +374,18 @@ def partition_fetcher(cfg: Config) -> Callable[[Iterable[Row]], Iterator[tuple]]
         if not urls:
             return
         stored = {r["host"] for r in robots}
-        # A retried attempt's hosts may have been requested by the failed one an instant ago.
         task = TaskContext.get()
-        retried = task is not None and task.attemptNumber() > 0
-        records = fetch_rows(
-            urls, cfg, robots, follow_rows=follow, host_rows=hosts, retried=retried
+        records = task_records(
+            urls,
+            cfg,
+            robots,
+            follow,
+            hosts,
+            attempt=task.attemptNumber() if task is not None else 0,
+            journal=journal if task is not None else None,
+            partitions=partitions,
+            partition=task.partitionId() if task is not None else 0,
+            watch=task is not None,
         )
         for record in records:
             if record["record"] == Record.ROBOTS:
@@ -368,14 +397,45 @@ def partition_fetcher(cfg: Config) -> Callable[[Iterable[Row]], Iterator[tuple]]
     return fetch_partition
 
 
-def fetch_results(inputs: DataFrame, cfg: Config, partitions: int) -> DataFrame:
+def with_task(inputs: DataFrame, hosts: DataFrame | None, cfg: Config) -> DataFrame:
+    """Add ``task``: what :func:`fetch_results` partitions by, so that one task holds it.
+
+    With politeness.key = ip, the slot (an address already). With host or domain, the server
+    address the slot's hosts row says its requests last reached, when that address's URLs in
+    the slice are at most politeness.max_address_task_urls: every slot of one address then
+    sits in one task, whose engine caps the address (max_hosts_per_address) for the whole job.
+    Else the slot: a slot not yet asked has no known address, and a larger address is spread
+    over tasks (each caps it on its own), lest one task take a whole shared-hosting giant.
+    In: fetch_inputs rows (slot, url); hosts table rows (slot, address), or None. Out: + task.
+    """
+    limit = cfg.politeness.max_address_task_urls
+    if cfg.politeness.key == "ip" or hosts is None or limit <= 0:
+        return inputs.withColumn("task", F.col("slot"))
+    known = hosts.where(F.col("address").isNotNull()).select(
+        F.col("slot").alias("_slot"), F.col("address").alias("_address")
+    )
+    slotted = inputs.join(known, F.col("slot") == F.col("_slot"), "left")
+    urls = F.count("url").over(Window.partitionBy("_address"))
+    grouped = F.col("_address").isNotNull() & (urls <= limit)
+    task = F.when(grouped, F.concat(F.lit("address "), F.col("_address"))).otherwise(F.col("slot"))
+    return slotted.withColumn("task", task).select(*inputs.columns, "task")
+
+
+def fetch_results(
+    inputs: DataFrame, cfg: Config, partitions: int, journal: JournalSpec | None = None
+) -> DataFrame:
     """Fetch (lazily: when an action runs) every URL of :func:`fetch_inputs` rows.
 
-    ``repartition(partitions, "slot")`` puts all rows of one slot (a host or a registered
-    domain) into one task, so one engine enforces its politeness. Out: RESULT_SCHEMA rows.
-    Persist the result before using it twice: every evaluation goes to the network.
+    ``repartition(partitions, "task")`` (:func:`with_task`; without it, by ``slot``) puts all
+    rows of one slot (a host, a registered domain or an address), and of the slots grouped by
+    address, into one task, so one engine enforces their politeness. Out: RESULT_SCHEMA rows.
+    Persist the result before using it twice: every evaluation goes to the network, for what
+    the tasks' ``journal`` (crawllib.journal) does not hold.
     """
-    rdd = inputs.repartition(max(1, partitions), "slot").rdd.mapPartitions(partition_fetcher(cfg))
+    partitions = max(1, partitions)
+    by = "task" if "task" in inputs.columns else "slot"
+    grouped = inputs.repartition(partitions, by).drop("task")
+    rdd = grouped.rdd.mapPartitions(partition_fetcher(cfg, journal, partitions))
     return inputs.sparkSession.createDataFrame(rdd, RESULT_SCHEMA, verifySchema=False)
 
 
@@ -508,6 +568,7 @@ HOSTS_UPDATE: dict[str, str] = {
         )
     },
     "domain": "coalesce(s.domain, t.domain)",
+    "address": "coalesce(s.address, t.address)",
     "last_request_at": "coalesce(s.last_request_at, t.last_request_at)",
     "crawl_delay": "coalesce(s.crawl_delay, t.crawl_delay)",
     "robots_state": "coalesce(s.robots_state, t.robots_state)",

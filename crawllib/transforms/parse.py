@@ -22,9 +22,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType
 
 from crawllib.config import Config
-from crawllib.extract import extract_record
+from crawllib.extract_worker import shared_extractor
 from crawllib.records import Extracted
 from crawllib.schemas import EXTRACTED, FRONTIER, LINKS, TEXTS, columns_of
+from crawllib.transforms.depth import unknown_or_shallower
 from crawllib.transforms.lookup import rows_of
 from crawllib.urls import registered_domain, url_key
 from crawllib.vocab import STATED_DUPLICATES, DuplicateKind, FrontierReason
@@ -44,13 +45,15 @@ def _extract_udf(cfg: Config) -> Any:
     def extract(
         body: bytes | None, url: str, charset: str | None, headers: dict[str, str] | None
     ) -> tuple:
-        return extracted_struct(extract_record(body, url, charset, cfg, headers=headers))
+        # in this Python worker's extraction process, within extract.max_seconds
+        return extracted_struct(shared_extractor(cfg).extract(body, url, charset, headers))
 
     return F.udf(extract, EXTRACTED)
 
 
 def extract_pages(pages: DataFrame, cfg: Config) -> DataFrame:
-    """Run `crawllib.extract.extract_page` on every page.
+    """Run `crawllib.extract.extract_page` on every page, each within extract.max_seconds
+    (`crawllib.extract_worker`: past it, error extract_timeout).
 
     In: pages rows (PAGE_KEYS: gen, slice, url_key, url, host, domain, surt, depth; charset,
     headers, body). Out: PAGE_KEYS and the EXTRACTED fields: title, text, language,
@@ -361,14 +364,16 @@ def next_frontier(
     gen: int,
     cash: DataFrame | None = None,
 ) -> DataFrame:
-    """Link targets not known -> frontier rows of generation gen + 1 (reason "link").
+    """Link targets -> frontier rows of generation gen + 1 (reason "link"): the targets not
+    known, and the known ones these links reach in fewer links than their recorded depth
+    (an offer: plan lowers their depth, crawllib.transforms.depth).
 
     In: links (src_key, src_url, dst_key, dst_url, dst_host), pages of gen (url_key, depth),
-    known url_keys (crawldb's, and the URLs fetched in gen: those the fetch followed are not in
-    crawldb before update); cash (dst_key, cash: crawllib.transforms.priority.link_cash).
-    Out: frontier columns; one row per dst_key; depth = the shallowest source page's depth + 1;
-    source_url = the smallest src_url among those shallowest sources; score = its cash (null
-    without ``cash``).
+    known URLs (url_key, depth: crawldb's, and the URLs fetched in gen: those the fetch
+    followed are not in crawldb before update); cash (dst_key, cash:
+    crawllib.transforms.priority.link_cash). Out: frontier columns; one row per dst_key;
+    depth = the shallowest source page's depth + 1; source_url = the smallest src_url among
+    those shallowest sources; score = its cash (null without ``cash``).
     """
     depths = pages.select(F.col("url_key").alias("src_key"), F.col("depth").alias("src_depth"))
     targets = (
@@ -380,8 +385,7 @@ def next_frontier(
             F.min("dst_host").alias("dst_host"),
         )
     )
-    held = rows_of(known.select(F.col("url_key").alias("dst_key")), targets, "dst_key")
-    new = targets.join(held, "dst_key", "left_anti")
+    new = unknown_or_shallower(targets, known, "dst_key", F.col("source.src_depth") + 1)
     if cash is None:
         new = new.withColumn("cash", F.lit(None).cast("double"))
     else:
@@ -408,9 +412,10 @@ def sitemap_frontier(
     sitemaps: DataFrame, known: DataFrame, gen: int, link_weight: float = 1.0
 ) -> DataFrame:
     """URLs the sitemaps of gen list that are not known -> frontier rows of gen + 1 (reason
-    "sitemap", depth 1: one step from the site's root, like a link of its home page).
+    "sitemap", depth 1: one step from the site's root, like a link of its home page), and
+    the known ones at a greater depth (an offer, as :func:`next_frontier`'s).
 
-    In: sitemaps rows of gen (url, fetched_at, entries); known url_keys (as for
+    In: sitemaps rows of gen (url, fetched_at, entries); known (url_key, depth: as for
     :func:`next_frontier`, plus the link targets already in the next frontier). Out: frontier
     columns, one row per url_key: source_url = the smallest sitemap URL listing it,
     discovered_at = that sitemap's fetch time (a rerun writes the same rows), score = its
@@ -428,7 +433,7 @@ def sitemap_frontier(
         .agg(first.alias("first"), F.max("priority").alias("priority"))
         .select("url_key", "first.*", "priority")
     )
-    new = listed.join(rows_of(known.select("url_key"), listed), "url_key", "left_anti")
+    new = unknown_or_shallower(listed, known, "url_key", F.lit(1))
     return new.select(
         *columns_of(
             FRONTIER,

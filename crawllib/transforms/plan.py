@@ -24,6 +24,7 @@ from crawllib.config import Config
 from crawllib.exclusions import Exclusions
 from crawllib.schedule import revisits
 from crawllib.schemas import CRAWLDB, FETCHLIST, FRONTIER, HOSTS, columns_of
+from crawllib.transforms.depth import Lowered, expands, with_lowered_depths
 from crawllib.transforms.lookup import rows_of
 from crawllib.transforms.priority import score_order
 from crawllib.traps import repeats_more_than, url_pattern_column
@@ -32,12 +33,14 @@ from crawllib.vocab import (
     REVISITED_STATUSES,
     FilterReason,
     Status,
+    Waiting,
     WaitReason,
     words,
 )
 
 _CRAWLDB_COLUMNS = [f.name for f in CRAWLDB.fields]
-CANDIDATE_COLUMNS = [*_CRAWLDB_COLUMNS, "is_new"]
+# lowered: a known URL whose depth a shorter path lowered in this plan (crawllib.transforms.depth)
+CANDIDATE_COLUMNS = [*_CRAWLDB_COLUMNS, "is_new", "lowered"]
 DECIDED_COLUMNS = [
     *CANDIDATE_COLUMNS,
     "slot",
@@ -96,17 +99,30 @@ def frontier_as_crawldb_rows(frontier: DataFrame, gen: int) -> DataFrame:
 
     In: frontier columns. Out: CANDIDATE_COLUMNS with is_new true.
     """
-    return queued_rows(frontier, gen).withColumn("is_new", F.lit(True))
+    return queued_rows(frontier, gen).withColumns({"is_new": F.lit(True), "lowered": F.lit(False)})
 
 
-def pending_from_crawldb(crawldb: DataFrame, gen: int) -> DataFrame:
-    """Known URLs due in ``gen``: status queued or failed and next_gen <= gen (null: due).
+def is_due(gen: int, as_of: float | None) -> Column:
+    """A queued or failed URL is due in ``gen`` at ``as_of`` (epoch seconds, the generation's
+    clock; None: any time): its next_gen has come (null: at once), and its not_before (a
+    failed URL's retry time) has passed. A failed URL an older crawllib put off to a later
+    generation, without a not_before, is due at once: retries are due by time."""
+    status, next_gen, not_before = F.col("status"), F.col("next_gen"), F.col("not_before")
+    old_retry = (status == Status.FAILED) & not_before.isNull()
+    reached = (F.coalesce(next_gen, F.lit(gen)) <= gen) | old_retry
+    if as_of is None:
+        return reached
+    return reached & (not_before.isNull() | (not_before <= F.timestamp_seconds(F.lit(as_of))))
+
+
+def pending_from_crawldb(crawldb: DataFrame, gen: int, as_of: float | None = None) -> DataFrame:
+    """Known URLs due in ``gen`` (:func:`is_due`): status queued or failed.
 
     In: crawldb columns. Out: CANDIDATE_COLUMNS with is_new false.
     """
-    due = F.coalesce(F.col("next_gen"), F.lit(gen)) <= gen
+    due = is_due(gen, as_of)
     return crawldb.where(F.col("status").isin(*PENDING_STATUSES) & due).select(
-        *_CRAWLDB_COLUMNS, F.lit(False).alias("is_new")
+        *_CRAWLDB_COLUMNS, F.lit(False).alias("is_new"), _lowered(crawldb)
     )
 
 
@@ -121,8 +137,15 @@ def due_revisits(crawldb: DataFrame, gen: int, as_of: float) -> DataFrame:
         F.coalesce(F.col("next_gen"), F.lit(gen)) <= gen
     )
     return crawldb.where(F.col("status").isin(*REVISITED_STATUSES) & due).select(
-        *_CRAWLDB_COLUMNS, F.lit(False).alias("is_new")
+        *_CRAWLDB_COLUMNS, F.lit(False).alias("is_new"), _lowered(crawldb)
     )
+
+
+def _lowered(crawldb: DataFrame) -> Column:
+    """The ``lowered`` mark of crawldb rows (transforms.depth.with_lowered_depths), false
+    where none was applied."""
+    mark = F.col("lowered") if "lowered" in crawldb.columns else F.lit(False)
+    return mark.alias("lowered")
 
 
 def is_revisit() -> Column:
@@ -319,30 +342,45 @@ def cap_by_time(
     """Add ``over_time``: planned rows (no filter_reason, not deferred) past what their slot
     can fetch in generate.fetch_seconds (0: no limit) at its delay: 1 + fetch_seconds /
     delay URLs, the delay being the slot's in the hosts table (``delays``: slot, delay; its
-    Crawl-delay or backoff) and at least politeness.default_delay. Revisits first (most
-    overdue), then ``order``; they are ``deferred`` too.
-    In: slot, filter_reason, deferred, fetched_at, next_fetch_at and what ``order`` reads.
-    Out: + over_time."""
+    Crawl-delay, adaptive delay or backoff) and at least politeness.default_delay. With
+    politeness.key = ip each host is capped so at its own row's delay, then the address at
+    its row's (at least politeness.address_delay, else min_address_delay). Revisits first
+    (most overdue), then ``order``; they are ``deferred`` too.
+    In: slot, host, filter_reason, deferred, fetched_at, next_fetch_at and what ``order``
+    reads. Out: + over_time."""
     seconds = cfg.generate.fetch_seconds
     if seconds <= 0:
         return df.withColumn("over_time", F.lit(False))
-    default = cfg.politeness.default_delay
+    p = cfg.politeness
+    by_host = p.key == "ip"
     if delays is None:
-        joined = df.withColumn("_delay", F.lit(None).cast("double"))
-    else:
-        known = delays.select(F.col("slot").alias("_delay_slot"), F.col("delay").alias("_delay"))
-        joined = df.join(known, F.col("slot") == F.col("_delay_slot"), "left")
-    delay = F.greatest(F.lit(default), F.coalesce(F.col("_delay"), F.lit(default)))
-    quota = F.when(delay > 0, F.floor(F.lit(seconds) / delay) + 1)
-    planned = is_planned()
+        delays = df.sparkSession.createDataFrame([], "slot string, delay double")
+    joined = with_hold(df, delays.select("slot", "delay"))
     overdue = F.when(is_revisit(), F.unix_micros(F.col("next_fetch_at")))
-    rank = F.row_number().over(
-        Window.partitionBy(planned, F.col("slot")).orderBy(overdue.asc_nulls_last(), *order)
-    )
-    over = planned & quota.isNotNull() & (rank > quota)
-    return joined.withColumns({"over_time": over, "deferred": F.col("deferred") | over}).select(
-        *df.columns, "over_time"
-    )
+
+    def over(planned: Column, key: str, least: float, delay: Column) -> Column:
+        delay = F.greatest(F.lit(least), F.coalesce(delay, F.lit(least)))
+        quota = F.when(delay > 0, F.floor(F.lit(seconds) / delay) + 1)
+        rank = F.row_number().over(
+            Window.partitionBy(planned, F.col(key)).orderBy(overdue.asc_nulls_last(), *order)
+        )
+        return planned & quota.isNotNull() & (rank > quota)
+
+    if not by_host:
+        over_slot = over(is_planned(), "slot", p.default_delay, F.col("delay"))
+        return joined.withColumns(
+            {"over_time": over_slot, "deferred": F.col("deferred") | over_slot}
+        ).select(*df.columns, "over_time")
+    host_delays = delays.select(F.col("slot").alias("host"), F.col("delay").alias("_host_delay"))
+    joined = joined.join(host_delays, on="host", how="left")
+    over_host = over(is_planned(), "host", p.default_delay, F.col("_host_delay"))
+    joined = joined.withColumn("_over_host", over_host)
+    least = p.address_delay or p.min_address_delay
+    over_address = over(is_planned() & ~F.col("_over_host"), "slot", least, F.col("delay"))
+    over_any = F.col("_over_host") | over_address
+    return joined.withColumns(
+        {"over_time": over_any, "deferred": F.col("deferred") | over_any}
+    ).select(*df.columns, "over_time")
 
 
 def cap_generation(df: DataFrame, top_n: int, order: list[Column]) -> DataFrame:
@@ -359,34 +397,72 @@ def cap_generation(df: DataFrame, top_n: int, order: list[Column]) -> DataFrame:
     return df.withColumns({"over_top": over, "deferred": F.col("deferred") | over})
 
 
-def held_slots(hosts: DataFrame, cfg: Config) -> DataFrame:
-    """The slots whose URLs wait, without an attempt, for a later generation: a Retry-After
-    that ends more than fetch.slice_grace_seconds from now (hosts.not_before), a down host's
-    cool-down or a robots.txt retry not over, or a Crawl-delay above politeness.max_crawl_delay
-    not honoured
-    (crawllib.fetch.slots). In: hosts rows. Out: slot."""
+def held_slots(hosts: DataFrame, cfg: Config, now: float | None = None) -> DataFrame:
+    """The slots whose URLs wait, without an attempt, for a later generation
+    (:func:`holds`). In: hosts rows. Out: slot."""
+    return holds(hosts, cfg, now).select("slot").distinct()
+
+
+def holds(hosts: DataFrame, cfg: Config, now: float | None = None) -> DataFrame:
+    """Why and until when a slot's URLs wait, without an attempt, for a later generation: a
+    Retry-After that ends more than fetch.slice_grace_seconds from now (hosts.not_before), a
+    down host's cool-down or a robots.txt retry not over (crawllib.fetch.slots), or a
+    Crawl-delay above politeness.max_crawl_delay not honoured (no end).
+    ``now``: the crawl's clock (epoch seconds; None: the real one).
+    In: hosts rows. Out: slot, hold (a crawllib.vocab.Waiting word), until (null: no end)."""
     grace = cfg.fetch.slice_grace_seconds
-    held = F.col("not_before") > F.expr(
-        f"current_timestamp() + make_interval(0, 0, 0, 0, 0, 0, {grace})"
-    )
+    at = F.current_timestamp() if now is None else F.timestamp_seconds(F.lit(now))
+    later = F.col("not_before") > at + F.expr(f"make_interval(0, 0, 0, 0, 0, 0, {grace})")
     # the engine defers a cooling-down host or one waiting for its robots.txt at once, grace
     # or not: planning it would only spend a generation
     waits = F.col("not_before_reason").isin(WaitReason.DOWN, WaitReason.ROBOTS)
-    held = held | (waits & (F.col("not_before") > F.current_timestamp()))
-    if not cfg.politeness.honor_long_crawl_delay:
-        held = held | (F.col("crawl_delay") > F.lit(cfg.politeness.max_crawl_delay))
-    return hosts.where(held).select("slot").distinct()
+    timed = later | (waits & (F.col("not_before") > at))
+    too_slow = (
+        F.col("crawl_delay") > F.lit(cfg.politeness.max_crawl_delay)
+        if not cfg.politeness.honor_long_crawl_delay
+        else F.lit(False)
+    )
+    return hosts.where(timed | too_slow).select(
+        "slot",
+        F.when(timed, F.coalesce(F.col("not_before_reason"), F.lit(Waiting.RETRY_AFTER)))
+        .otherwise(F.lit(Waiting.CRAWL_DELAY))
+        .alias("hold"),
+        F.when(timed, F.col("not_before")).alias("until"),
+    )
 
 
-def hold(df: DataFrame, held: DataFrame | None) -> DataFrame:
-    """Add ``held``: the row's slot is in ``held`` (:func:`held_slots`); a held row without a
-    filter_reason is ``deferred`` too. In: slot, filter_reason, deferred. Out: + held."""
+def with_hold(df: DataFrame, held: DataFrame, by_host: bool = False) -> DataFrame:
+    """Add the columns of ``held`` (rows keyed by a hosts row's slot: :func:`holds`,
+    :func:`held_slots`) but its slot: those of the row's slot, else, with ``by_host``
+    (politeness.key = ip: each host of an address has a hosts row of its own), of its host.
+    In: slot (and host). Out: + held's other columns, null where neither is held."""
+    others = [c for c in held.columns if c != "slot"]
+
+    def keyed(tag: str) -> DataFrame:
+        return held.select(
+            F.col("slot").alias(f"_{tag}_key"), *[F.col(c).alias(f"_{tag}_{c}") for c in others]
+        )
+
+    out = df.join(keyed("s"), F.col("slot") == F.col("_s_key"), "left")
+    if not by_host:
+        return out.select(*df.columns, *[F.col(f"_s_{c}").alias(c) for c in others])
+    out = out.join(keyed("h"), F.col("host") == F.col("_h_key"), "left")
+    by_slot = F.col("_s_key").isNotNull()
+    return out.select(
+        *df.columns,
+        *[F.when(by_slot, F.col(f"_s_{c}")).otherwise(F.col(f"_h_{c}")).alias(c) for c in others],
+    )
+
+
+def hold(df: DataFrame, held: DataFrame | None, by_host: bool = False) -> DataFrame:
+    """Add ``held``: the row's slot, or with ``by_host`` its host, is in ``held``
+    (:func:`held_slots`, :func:`with_hold`); a held row without a filter_reason is
+    ``deferred`` too. In: slot, host, filter_reason, deferred. Out: + held."""
     if held is None:
         return df.withColumn("held", F.lit(False))
-    marks = held.select(F.col("slot").alias("_held_slot"), F.lit(True).alias("held"))
-    joined = df.join(marks, F.col("slot") == F.col("_held_slot"), "left").drop("_held_slot")
+    marks = held.select("slot", F.lit(True).alias("held"))
     is_held = F.coalesce(F.col("held"), F.lit(False))
-    return joined.withColumns(
+    return with_hold(df, marks, by_host).withColumns(
         {
             "held": is_held,
             "deferred": F.col("deferred") | (is_held & F.col("filter_reason").isNull()),
@@ -421,7 +497,7 @@ def candidate_hosts(
     URLs, due revisits when ``as_of`` is given): the names to resolve for politeness.key = ip.
     Out: host."""
     new = new_candidates(dedup_frontier(frontier), crawldb).select("host")
-    known = pending_from_crawldb(crawldb, gen)
+    known = pending_from_crawldb(crawldb, gen, as_of)
     if as_of is not None:
         known = known.unionByName(due_revisits(crawldb, gen, as_of))
     return new.unionByName(known.select("host")).distinct()
@@ -455,6 +531,7 @@ def plan_decisions(
     trapped: DataFrame | None = None,
     delays: DataFrame | None = None,
     aliased: DataFrame | None = None,
+    lowered: Lowered | None = None,
 ) -> DataFrame:
     """Candidates of ``gen`` with every decision: new frontier URLs (deduped, not in crawldb),
     due crawldb URLs and, when ``as_of`` (the generation's clock, epoch seconds) is given and
@@ -466,13 +543,17 @@ def plan_decisions(
     :func:`attempted_in_crawldb`), capped per host (generate.revisit_share of each host's
     places kept for revisits), held (``held``: slots, :func:`held_slots`), capped by time
     (generate.fetch_seconds at each slot's delay, ``delays``: :func:`cap_by_time`) and per
-    generation (generate.top_n), in generate.order. In: frontier rows of gen, crawldb. Out:
-    DECIDED_COLUMNS.
+    generation (generate.top_n), in generate.order. ``lowered``: the depths shorter paths
+    lower (crawllib.stages.depths), applied to new and known URLs before any decision (a
+    URL filtered for depth that comes within crawl.max_depth is a candidate again). In:
+    frontier rows of gen, crawldb. Out: DECIDED_COLUMNS.
     """
-    new = frontier_as_crawldb_rows(new_candidates(dedup_frontier(frontier), crawldb), gen).select(
-        CANDIDATE_COLUMNS
-    )
-    known = pending_from_crawldb(crawldb, gen)
+    fresh = new_candidates(dedup_frontier(frontier), crawldb)
+    if lowered is not None:
+        fresh = with_depths(fresh, lowered)
+        crawldb = with_lowered_depths(crawldb, lowered.depths, cfg, gen, lowered.small)
+    new = frontier_as_crawldb_rows(fresh, gen).select(CANDIDATE_COLUMNS)
+    known = pending_from_crawldb(crawldb, gen, as_of)
     if as_of is not None and revisits(cfg.recrawl):
         known = known.unionByName(due_revisits(crawldb, gen, as_of))
     share = cfg.generate.revisit_share
@@ -492,7 +573,7 @@ def plan_decisions(
         .transform(lambda df: filter_aliases(df, aliased))
         .transform(lambda df: apply_budgets(df, used or attempted_in_crawldb(crawldb), cfg))
         .transform(lambda df: cap_per_host(df, cfg.generate.max_per_host, share, order))
-        .transform(lambda df: hold(df, held))
+        .transform(lambda df: hold(df, held, cfg.politeness.key == "ip"))
         .transform(lambda df: cap_by_time(df, delays, cfg, order))
         .transform(lambda df: cap_generation(df, cfg.generate.top_n, order))
         .select(DECIDED_COLUMNS)
@@ -540,9 +621,10 @@ def to_fetchlist(
 
 def crawldb_changes(decided: DataFrame, gen: int) -> DataFrame:
     """Rows to MERGE into crawldb: every new URL (queued, or filtered with its reason), known
-    URLs newly filtered (status filtered, reason), deferred URLs (next_gen = gen + 1, status
-    kept). Filtered rows get next_gen null: they are never due again. Chosen known URLs do not
-    change (fetch and update will).
+    URLs newly filtered (status filtered, reason), known URLs whose depth dropped. Filtered
+    rows get next_gen null: they are never due again. A deferred URL is not written: it stays
+    due, and the next plan ranks it again by the same total order; chosen known URLs do not
+    change either (fetch and update will).
     In: DECIDED_COLUMNS. Out: crawldb columns.
     """
     filtered = F.col("filter_reason").isNotNull()
@@ -552,9 +634,7 @@ def crawldb_changes(decided: DataFrame, gen: int) -> DataFrame:
             {
                 "status": F.when(filtered, F.lit(Status.FILTERED)).otherwise(F.col("status")),
                 "reason": F.coalesce(F.col("filter_reason"), F.col("reason")),
-                "next_gen": F.when(filtered, F.lit(None).cast("int"))
-                .when(F.col("deferred"), F.lit(gen + 1))
-                .otherwise(F.col("next_gen")),
+                "next_gen": F.when(filtered, F.lit(None).cast("int")).otherwise(F.col("next_gen")),
                 "updated_at": F.current_timestamp(),
             }
         )
@@ -563,8 +643,54 @@ def crawldb_changes(decided: DataFrame, gen: int) -> DataFrame:
 
 
 def is_changed() -> Column:
-    """The decided rows that crawldb_changes keeps: new, newly filtered or deferred."""
-    return F.col("is_new") | F.col("filter_reason").isNotNull() | F.col("deferred")
+    """The decided rows that crawldb_changes keeps: new, newly filtered, or with a depth a
+    shorter path lowered."""
+    return F.col("is_new") | F.col("filter_reason").isNotNull() | F.col("lowered")
+
+
+def reaches_closer(frontier: DataFrame, crawldb: DataFrame, cfg: Config) -> DataFrame:
+    """Frontier rows offering a known URL a depth that changes what plan does: a URL filtered
+    for depth brought within crawl.max_depth, or a page (transforms.depth.expands) brought
+    close enough that its links are within it. In: frontier rows; crawldb. Out: url_key."""
+    offers = frontier.select("url_key", F.col("depth").alias("_offer"))
+    known = rows_of(crawldb, offers)
+    max_depth = cfg.crawl.max_depth
+    revives = (F.col("status") == Status.FILTERED) & (F.col("reason") == FilterReason.DEPTH)
+    return (
+        known.join(offers, "url_key")
+        .where(
+            (F.col("_offer") < F.col("depth"))
+            & (
+                (revives & (F.col("_offer") <= max_depth))
+                | (expands(cfg) & (F.col("_offer") < max_depth))
+            )
+        )
+        .select("url_key")
+    )
+
+
+def with_depths(df: DataFrame, lowered: Lowered) -> DataFrame:
+    """Rows (url_key, depth, ...) with the smaller of their depth and ``lowered``'s."""
+    marks = lowered.depths.select("url_key", F.col("depth").alias("_lowered_depth"))
+    marks = F.broadcast(marks) if lowered.small else marks
+    return (
+        df.join(marks, "url_key", "left")
+        .withColumn("depth", F.least(F.col("depth"), F.col("_lowered_depth")))
+        .select(df.columns)
+    )
+
+
+def lowered_rows(
+    crawldb: DataFrame, lowered: Lowered, decided: DataFrame, cfg: Config, gen: int
+) -> DataFrame:
+    """crawldb rows whose depth ``lowered`` lowers and that are no candidate of ``decided``
+    (fetched pages, URLs filtered or gone...): their depth is all that changes (a URL filtered
+    for depth stays filtered if still past crawl.max_depth). In: crawldb; DECIDED_COLUMNS.
+    Out: crawldb columns."""
+    rows = with_lowered_depths(
+        rows_of(crawldb, lowered.depths), lowered.depths, cfg, gen, lowered.small
+    ).where(F.col("lowered"))
+    return rows.join(decided.select("url_key"), "url_key", "left_anti").select(_CRAWLDB_COLUMNS)
 
 
 def count_decisions(decided: DataFrame) -> DataFrame:

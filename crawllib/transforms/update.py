@@ -11,8 +11,9 @@ redirect                           ``redirected`` (the target goes to the next f
                                    reason ``bad_location`` for a target that is no http(s)
                                    URL, ``too_many_redirects`` past fetch.max_redirects hops)
 http_error 4xx except 429, others  ``gone`` (reason ``http_<status>``)
-http_error 429 / 5xx, error        ``failed``: attempts + 1, retried at gen
-                                   N + retry_backoff_base * 2**(attempts - 1); ``dead`` once
+http_error 429 / 5xx, error        ``failed``: attempts + 1, due again at not_before =
+                                   the visit + retry_backoff_seconds * 2**(attempts - 1) (the
+                                   first generation after it); ``dead`` once
                                    attempts >= max_attempts
 error "decompressed_too_large"     ``dead`` at once: a decompression bomb is not retried
 robots_denied                      ``robots_denied``
@@ -47,6 +48,7 @@ from crawllib.config import Config, parse_now
 from crawllib.schedule import HOUR, next_interval, revisits
 from crawllib.schemas import CRAWLDB, FRONTIER, columns_of
 from crawllib.sitemaps import changefreq_seconds
+from crawllib.transforms.depth import unknown_or_shallower
 from crawllib.transforms.lookup import rows_of
 from crawllib.urls import InvalidURL, host_of, normalize_url, registered_domain, url_key
 from crawllib.vocab import (
@@ -90,6 +92,12 @@ def redirect_target(url: str | None) -> tuple[str, int, str, str] | None:
 
 _redirect_target_udf = F.udf(redirect_target, _TARGET)
 _domain_udf = F.udf(registered_domain, StringType())
+
+
+def redirect_target_key(redirect_to: Column) -> Column:
+    """The url_key of a redirect target as :func:`redirect_target` normalises it (null for
+    one the crawler cannot use)."""
+    return _redirect_target_udf(redirect_to)["url_key"]
 
 
 def _retryable() -> Column:
@@ -140,7 +148,7 @@ def crawldb_updates(
     fetched_at, etag, last_modified); texts rows of gen (url_key, duplicate_of,
     duplicate_kind, content_hash); crawldb (the state before the fetch: CRAWLDB columns). A
     URL missing from crawldb gets a fresh row (first_gen = gen, domain from its host). Retries
-    follow fetch.max_attempts and fetch.retry_backoff_base, the schedule recrawl and
+    follow fetch.max_attempts and fetch.retry_backoff_seconds, the schedule recrawl and
     crawl.now; ``cash`` (dst_key, cash: :func:`crawllib.transforms.priority.link_cash` of
     gen) is added to the score of the URLs it names (score_gen = gen). Out: CRAWLDB columns,
     one row per fetched url_key.
@@ -191,7 +199,7 @@ def crawldb_updates(
     # A revisit is a new visit: its attempts count from 0.
     previous = F.when(had_version, F.lit(0)).otherwise(F.coalesce(old("old_attempts"), F.lit(0)))
     attempts = F.when(deferred, F.coalesce(old("old_attempts"), F.lit(0))).otherwise(previous + 1)
-    retry_in = F.lit(cfg.fetch.retry_backoff_base) * F.pow(F.lit(2), attempts - 1).cast("int")
+    retry_in = F.lit(cfg.fetch.retry_backoff_seconds) * F.pow(F.lit(2), attempts - 1)
     max_attempts = cfg.fetch.max_attempts
     status = (
         F.when((outcome == Outcome.OK) & _soft_404(), Status.GONE)
@@ -265,11 +273,15 @@ def crawldb_updates(
             )
             .when((outcome == Outcome.OK) & _soft_404(), F.lit(DuplicateKind.SOFT_404))
             .otherwise(F.coalesce(F.col("error_kind"), http_reason, outcome)),
-            depth=F.coalesce(F.col("old_depth"), F.col("depth")),
+            # the shortest way found: a URL followed in its task may be known deeper
+            depth=F.least(F.col("old_depth"), F.col("depth")),
             first_gen=F.coalesce(F.col("old_first_gen"), F.lit(gen)),
             last_gen=F.when(deferred, F.col("old_last_gen")).otherwise(F.lit(gen)),
-            next_gen=F.when(is_status == Status.FAILED, F.lit(gen) + retry_in).when(
-                deferred, F.lit(gen + 1)
+            # a failed URL is due again by time, in the first generation after not_before
+            next_gen=F.when((is_status == Status.FAILED) | deferred, F.lit(gen + 1)),
+            not_before=F.when(
+                is_status == Status.FAILED,
+                F.timestamp_seconds(F.unix_micros(at) / 1_000_000 + retry_in),
             ),
             http_status=F.when(deferred | not_modified, F.col("old_http_status")).otherwise(
                 F.col("http_status")
@@ -377,10 +389,11 @@ def crawldb_update_guard(gen: int) -> str:
 def redirect_frontier(
     fetches: DataFrame, crawldb: DataFrame, gen: int, max_redirects: int = 5
 ) -> DataFrame:
-    """Frontier rows of gen + 1 for redirect targets not yet in crawldb.
+    """Frontier rows of gen + 1 for redirect targets not yet in crawldb, and for known ones at
+    a greater depth than the redirecting URL's (an offer: crawllib.transforms.depth).
 
     In: fetches rows of gen (url_key, url, depth, outcome, redirect_to, fetched_at); crawldb
-    (url_key, score). Out: FRONTIER columns, reason "redirect", depth of the redirecting URL,
+    (url_key, score, depth). Out: FRONTIER columns, reason "redirect", depth of the redirecting URL,
     one row per target (the shallowest source, then the smallest source URL), score the
     highest of its sources' (a redirect passes all of a URL's priority), redirects = the
     source's + 1 (targets past ``max_redirects``, fetch.max_redirects, are not queued: the
@@ -408,8 +421,7 @@ def redirect_frontier(
         .filter(F.col("target").isNotNull() & (F.col("_hops") <= max_redirects))
         .select("target.*", "source_url", "depth", "discovered_at", "_score", "_hops")
     )
-    known = rows_of(crawldb.select("url_key"), targets)
-    new = targets.join(known, on="url_key", how="left_anti")
+    new = unknown_or_shallower(targets, crawldb, "url_key", F.col("depth"))
     first = F.min(F.struct("depth", "source_url", "discovered_at", "url", "host", "domain"))
     return (
         new.groupBy("url_key")

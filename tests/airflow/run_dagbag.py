@@ -53,6 +53,8 @@ REPORTED = (
     "application",
     "application_args",
     "py_files",
+    "jars",
+    "_archives",
     "conf",
     "_conn_id",
     "name",
@@ -94,11 +96,12 @@ def rendered(task, overrides: dict[str, object], xcoms: dict[str, object]) -> di
         "logical_date": now,
     }
     task.render_template_fields(context)
+    spark_own = ("_conn_id", "name", "jars", "_archives")  # reported whether templated or not
     return {
         name.lstrip("_"): getattr(task, name)
         for name in REPORTED
         if name in task.template_fields
-        or name in ("_conn_id", "name")
+        or name in spark_own
         and isinstance(task, SparkSubmitOperator)
     }
 
@@ -120,19 +123,33 @@ def describe(dag, overrides: dict[str, object], xcoms: dict[str, object]) -> dic
             else None,
             "skip_on_exit_code": sorted(getattr(task, "skip_on_exit_code", None) or []),
             "mode": getattr(task, "mode", None),
+            "deferrable": getattr(task, "deferrable", None),
             "timeout_s": getattr(task, "timeout", None),
+            "owner": task.owner,
+            "on_failure_callback": _names(task.on_failure_callback),
         }
         info.update(rendered(task, overrides, xcoms))
         tasks.append(info)
     return {
-        "schedule": str(getattr(dag, "schedule", getattr(dag, "schedule_interval", None))),
+        "schedule": dag.timetable.summary,
         "timetable": type(dag.timetable).__name__,
         "catchup": dag.catchup,
         "max_active_runs": dag.max_active_runs,
         "params": dag.params.dump(),
         "tags": sorted(dag.tags),
+        "dagrun_timeout_s": dag.dagrun_timeout.total_seconds() if dag.dagrun_timeout else None,
+        "on_failure_callback": _names(dag.on_failure_callback),
         "tasks": tasks,
     }
+
+
+def _names(callbacks) -> list:
+    """module.name of each callback (Airflow keeps one or a list)."""
+    if not callbacks:
+        return []
+    if not isinstance(callbacks, list | tuple):
+        callbacks = [callbacks]
+    return [f"{c.__module__}.{c.__qualname__}" for c in callbacks]
 
 
 def _value(text: str):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from crawllib import config as config_mod
-from crawllib import pipeline
+from crawllib import lease, pipeline
 from crawllib.testing import WebSpec, serve_in_thread
 
 MAX_DEPTH = 2
@@ -37,7 +37,8 @@ def e2e_crawl(spark, spark_cfg, tmp_path_factory):
         seeds = tmp_path_factory.mktemp("seeds") / "seeds.txt"
         seeds.write_text("\n".join(web.seeds()) + "\n")
         # No cap: the crawl runs until nothing is left within MAX_DEPTH, retries included.
-        ran = pipeline.run_crawl(spark, root, cfg, str(seeds))
+        with lease.hold(root, "pytest e2e", cfg):
+            ran = pipeline.run_crawl(spark, root, cfg, str(seeds))
         log = list(web.log)
         expected = web.expected_fetches(MAX_DEPTH)
         attempts = web.expected_attempts(MAX_DEPTH)

@@ -1,6 +1,7 @@
 """Politeness per server address (politeness.key = ip) over a generation of two slices, from
 the server's request log: hosts served from one loopback address share one slot, so that
-address sees one request per delay, whichever host asked; plan resolves the names once and
+address sees its requests spaced by the address's rule (here min_address_delay = the host
+delay), whichever host asked; plan resolves the names once and
 keeps the answers in the dns table. (Politeness across generations: test_hosts.py.)"""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import shutil
 
 import pytest
 
-from crawllib import pipeline, tables
+from crawllib import lease, pipeline, tables
 from crawllib.config import replace
 from crawllib.seeding import seed
 from tests.unit.test_fetch_support import SLACK, LocalWeb
@@ -49,6 +50,7 @@ def crawled(spark, spark_cfg, template_root, tmp_path_factory):
             network__resolve=resolve,
             politeness__key="ip",
             politeness__default_delay=DELAY,
+            politeness__min_address_delay=DELAY,
             storage__fetch_slices=2,
             crawl__max_depth=0,
         )
@@ -56,8 +58,9 @@ def crawled(spark, spark_cfg, template_root, tmp_path_factory):
         urls = [f"http://{h}/{p}" for h in SHARED for p in range(PAGES)]
         urls += [f"http://{SOLO}/0", f"http://{OTHER}/0"]
         seeds.write_text("\n".join(urls) + "\n")
-        seed(spark, root, str(seeds), cfg, 0)
-        pipeline.run_generation(spark, root, cfg, 0)
+        with lease.hold(root, "pytest", cfg):
+            seed(spark, root, str(seeds), cfg, 0)
+            pipeline.run_generation(spark, root, cfg, 0)
         hits = list(server.hits)
 
     def rows(name):
@@ -103,6 +106,19 @@ def test_the_answers_are_kept_and_the_hosts_table_is_per_address(crawled):
     }
     assert all(r["expires_at"] > r["resolved_at"] for r in dns.values())
     hosts = crawled["hosts"]
-    assert set(hosts) == {"127.0.0.1", "127.0.0.2", "127.0.0.3"}
+    addresses = {"127.0.0.1", "127.0.0.2", "127.0.0.3"}
+    assert set(hosts) == addresses | {*SHARED, SOLO, OTHER}
+    # a row per address, and one per host with the address it is paced within
+    assert {s: r["kind"] for s, r in hosts.items() if s in addresses} == dict.fromkeys(
+        addresses, "address"
+    )
+    assert {s: (r["kind"], r["address"]) for s, r in hosts.items() if s not in addresses} == {
+        **dict.fromkeys(SHARED, ("host", "127.0.0.2")),
+        SOLO: ("host", "127.0.0.3"),
+        OTHER: ("host", "127.0.0.1"),
+    }
     assert hosts["127.0.0.2"]["addresses"] == ["127.0.0.2"]
     assert (hosts["127.0.0.2"]["urls_attempted"], hosts["127.0.0.2"]["pages"]) == (6, 6)
+    # the hosts' rows hold the budgets: each counts its own URLs tried, the address none
+    assert [hosts[h]["urls_tried"] for h in SHARED] == [PAGES, PAGES]
+    assert hosts["127.0.0.2"]["urls_tried"] == 0

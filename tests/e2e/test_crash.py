@@ -145,13 +145,13 @@ def test_kill_in_fetch_and_in_parse_then_rerun_matches_uninterrupted(spark, web,
     # 1. Killed in the middle of a fetch: half the requests served, the crawl not finished.
     run_and_kill(cmd, lambda: sum(page_requests(web.log).values()) >= len(attempts) // 2)
     # PySpark's worker daemon has its own process group: it outlives the kill until it sees
-    # the JVM gone, and finishes requests already under way. Wait until the web is quiet.
+    # the JVM gone (a fetch task's watcher, within a second). Wait until the web is quiet.
     wait_quiet(web)
     after_kill = page_requests(web.log)
-    # 2. Rerun, killed in the middle of its first parse.
+    # 2. Rerun, killed in the middle of its first update.
     wait_lease_expired(root)
-    parses = stage_starts(root, "parse")
-    run_and_kill(cmd, lambda: stage_starts(root, "parse") > parses and time.sleep(1.0) is None)
+    updates = stage_starts(root, "update")
+    run_and_kill(cmd, lambda: stage_starts(root, "update") > updates and time.sleep(1.0) is None)
     # 3. Rerun to the end, in this process (the same command line; its session is this one).
     wait_lease_expired(root)
     assert cli.main(cmd[3:]) == 0

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from crawllib import pipeline, tables
+from crawllib import lease, pipeline, tables
 from crawllib.config import replace
 from crawllib.testing import WebSpec, serve_in_thread
 from crawllib.testing.audit import is_page_request
@@ -41,7 +41,8 @@ def crawl(spark, spark_cfg, template_root, tmp_path, name):
             crawl__max_depth=MAX_DEPTH,
             politeness__default_delay=0.05,
         )
-        ran = pipeline.run_crawl(spark, root, cfg, str(seeds))
+        with lease.hold(root, "pytest", cfg):
+            ran = pipeline.run_crawl(spark, root, cfg, str(seeds))
         requests = collections.Counter(
             normalize_url(f"http://{r.host}{r.path_qs}")
             for r in web.log

@@ -14,7 +14,7 @@ import time
 import pytest
 from aiohttp import web
 
-from crawllib import pipeline, tables
+from crawllib import lease, pipeline, tables
 from crawllib.config import replace
 from crawllib.seeding import seed
 from tests.unit.test_fetch_support import SLACK, LocalWeb
@@ -52,10 +52,11 @@ def crawled(spark, spark_cfg, template_root, tmp_path_factory):
         )
         seeds = tmp / "seeds.txt"
         seeds.write_text("\n".join(f"http://{h}/{p}" for h in HOSTS for p in range(PAGES)) + "\n")
-        seed(spark, root, str(seeds), cfg, 0)
-        started = time.time()
-        for gen in (0, 1):
-            pipeline.run_generation(spark, root, cfg, gen)
+        with lease.hold(root, "pytest", cfg):
+            seed(spark, root, str(seeds), cfg, 0)
+            started = time.time()
+            for gen in (0, 1):
+                pipeline.run_generation(spark, root, cfg, gen)
         hits = list(server.hits)
     hosts = {r["slot"]: r for r in tables.read(spark, root, "hosts").collect()}
     fetches = tables.read(spark, root, "fetches").collect()
@@ -97,7 +98,8 @@ def test_a_retry_after_of_an_hour_gets_no_further_request(crawled):
     assert outcomes(crawled, "busy.net", 1) == []
     rows = [r for u, r in crawled["crawldb"].items() if "busy.net" in u]
     assert sorted(r["attempts"] for r in rows) == [0, 0, 0, 1]
-    assert {(r["status"], r["next_gen"]) for r in rows if not r["attempts"]} == {("queued", 2)}
+    # plan writes no deferral: the URLs stay due (next_gen 1), held while the hosts row says so
+    assert {(r["status"], r["next_gen"]) for r in rows if not r["attempts"]} == {("queued", 1)}
     row = crawled["hosts"]["busy.net"]
     assert row["not_before_reason"] == "retry_after"
     assert row["not_before"].timestamp() >= crawled["started"] + 3600 - 60
@@ -206,9 +208,10 @@ def test_a_fetch_task_killed_mid_slice_is_retried_without_a_short_gap(
         )
         seeds = tmp_path / "seeds.txt"
         seeds.write_text("\n".join(f"http://{h}/{p}" for h in hosts for p in range(pages)) + "\n")
-        seed(spark, root, str(seeds), cfg, 0)
-        for stage in ("plan", "fetch"):  # what the test reads: the fetch and its rows
-            pipeline.run_stage(spark, root, cfg, 0, stage)
+        with lease.hold(root, "pytest", cfg):
+            seed(spark, root, str(seeds), cfg, 0)
+            for stage in ("plan", "fetch"):  # what the test reads: the fetch and its rows
+                pipeline.run_stage(spark, root, cfg, 0, stage)
         hits = list(server.hits)
     assert killed and killed[0] >= 1
     paths = [h.path_qs for h in hits if h.host == "one.net"]

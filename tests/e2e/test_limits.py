@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from crawllib import generations, pipeline, tables
+from crawllib import generations, lease, pipeline, tables
 from crawllib.config import replace
 from crawllib.testing import WebSpec, serve_in_thread
 
@@ -42,7 +42,8 @@ def test_exclusions_time_budget_and_redirect_hops_on_the_test_web(
             fetch__max_redirects=1,
             sitemaps__enabled=False,
         )
-        pipeline.run_crawl(spark, root, cfg, str(seeds), generations_wanted=GENERATIONS)
+        with lease.hold(root, "pytest", cfg):
+            pipeline.run_crawl(spark, root, cfg, str(seeds), generations_wanted=GENERATIONS)
         log = list(web.log)
 
     crawldb = tables.read(spark, root, "crawldb")

@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 
 from crawllib import config as config_mod
-from crawllib import pipeline, readonly, tables
+from crawllib import lease, pipeline, readonly, tables
 from crawllib.testing import WebSpec, changes, serve_in_thread
 
 pytestmark = pytest.mark.e2e
@@ -42,11 +42,14 @@ def recrawl(spark, spark_cfg, tmp_path_factory):
             storage__fetch_slices=1,
         )
         web.set_now(T0)
-        pipeline.run_crawl(spark, root, config_mod.replace(base, crawl__now=iso(T0)), str(seeds), 1)
-        web.set_now(T1)
-        cfg = config_mod.replace(base, crawl__now=iso(T1))
-        assert pipeline.plan.has_work(spark, root, cfg, 1)
-        pipeline.run_generation(spark, root, cfg, 1)
+        with lease.hold(root, "pytest", base):
+            pipeline.run_crawl(
+                spark, root, config_mod.replace(base, crawl__now=iso(T0)), str(seeds), 1
+            )
+            web.set_now(T1)
+            cfg = config_mod.replace(base, crawl__now=iso(T1))
+            assert pipeline.plan.has_work(spark, root, cfg, 1)
+            pipeline.run_generation(spark, root, cfg, 1)
         log = list(web.log)
     return {"root": root, "urls": urls, "log": log, "spec": spec}
 

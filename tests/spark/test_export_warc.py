@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawllib import export, tables, urls, warc
+from crawllib import export, lease, tables, urls, warc
 from crawllib.config import load_config
 from crawllib.schemas import FETCHES, PAGES
 from tests.spark.test_platform import crawl
@@ -97,8 +97,9 @@ def root(tmp_path_factory, spark):
             fetches.append(row(FETCHES, **earlier, outcome="error", ip="10.9.9.9"))
     other_gen = dict(gen=2, url="http://site.test/next", url_key=1, http_status=200, body=b"n")
     pages.append(row(PAGES, **other_gen, fetched_at=T0))
-    tables.append(spark.createDataFrame(pages, PAGES), path, "pages")
-    tables.append(spark.createDataFrame(fetches, FETCHES), path, "fetches")
+    with lease.hold(path, "pytest", load_config()):
+        tables.append(spark.createDataFrame(pages, PAGES), path, "pages")
+        tables.append(spark.createDataFrame(fetches, FETCHES), path, "fetches")
     return path
 
 

@@ -41,7 +41,7 @@ def test_status_and_scheduler_agree_on_a_forced_rerun(spark, root):
     assert scheduler == status == {(0, "plan"): "done", (0, "fetch"): "running"}
     assert generations.due_gen(scheduler, "fetch") == 0
     with pytest.raises(StageOrderError, match="fetch of generation 0 is not done"):
-        pipeline.should_run(scheduler, 0, "parse")
+        pipeline.should_run(scheduler, 0, "update")
 
     # the forced rerun fails: still not done, for both
     generations.record(

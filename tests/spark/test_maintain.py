@@ -54,12 +54,18 @@ def crawldb_rows(batch: int, status: str = "queued") -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def small_files(spark, template_root, tmp_path_factory):
+def small_files(spark, spark_cfg, template_root, tmp_path_factory):
     """A root of small files, made once: frontier generations of APPENDS one-file appends;
     crawldb of CRAWLDB_APPENDS appends, then a MERGE updating one row of each (deletion
     vectors)."""
     root = str(tmp_path_factory.mktemp("small_files") / "crawl")
     shutil.copytree(template_root, root)
+    with lease.hold(root, "pytest", spark_cfg):
+        fill_small_files(spark, root)
+    return root
+
+
+def fill_small_files(spark, root):
     for gen, batches in APPENDS.items():
         for batch in range(batches):
             df = spark.createDataFrame(frontier_rows(gen, batch), FRONTIER).coalesce(1)
@@ -73,14 +79,21 @@ def small_files(spark, template_root, tmp_path_factory):
         spark, spark.createDataFrame(fetched, CRAWLDB).coalesce(1), root, "crawldb",
         ["url_key"], update=update, insert=False,
     )  # fmt: skip
-    return root
 
 
 @pytest.fixture
-def root(small_files, tmp_path):
+def unheld(small_files, tmp_path):
     """A copy of the small-files root for this test (Delta logs hold relative paths)."""
     shutil.copytree(small_files, tmp_path / "crawl")
     return str(tmp_path / "crawl")
+
+
+@pytest.fixture
+def root(unheld, spark_cfg):
+    """That copy, its writer lease held by this process for the test (`crawl maintain` run
+    in this process holds it again)."""
+    with lease.hold(unheld, "pytest", spark_cfg):
+        yield unheld
 
 
 def rows(spark, root, name):
@@ -228,10 +241,12 @@ def test_every_k_maintains_after_a_multiple_of_k_and_prints_json(spark, root, ca
 
 
 def test_a_second_writer_or_a_table_behind_its_record_stops_maintain(
-    spark, spark_cfg, cfg, root, capsys
+    spark, spark_cfg, cfg, unheld, capsys
 ):
-    with lease.hold(root, "crawl generation --gen 3", spark_cfg):
-        assert cli.main(["maintain", root]) == 2
+    root = unheld
+    other = lease.acquire(lease.store_for(root, spark_cfg), "crawl generation --gen 3", 300.0)
+    assert cli.main(["maintain", root]) == 2
+    other.release()
     err = capsys.readouterr().err.strip()
     assert err.startswith("crawl maintain: the crawl root is being written by `crawl generation")
     assert "\n" not in err
@@ -240,9 +255,10 @@ def test_a_second_writer_or_a_table_behind_its_record_stops_maintain(
     # a stage recorded a frontier version the table no longer reaches: VACUUM would delete
     # the files a restore needs, so nothing is done
     versions = {"frontier": 999}
-    generations.record(spark, root, 0, "update", "done", T0, versions=versions)
-    with pytest.raises(TableBehind, match="table frontier is at version"):
-        maintain.maintain(spark, root, cfg, names=TESTED)
+    with lease.hold(root, "pytest", spark_cfg):
+        generations.record(spark, root, 0, "update", "done", T0, versions=versions)
+        with pytest.raises(TableBehind, match="table frontier is at version"):
+            maintain.maintain(spark, root, cfg, names=TESTED)
     assert frontier_files(spark, root) == APPENDS
 
 
@@ -253,3 +269,54 @@ def test_the_summary_line_adds_up_the_tables():
         "28 files before, 10 after: 4 partitions compacted (22 files replaced), "
         "0 old files deleted (0 bytes), 3 s"
     )
+
+
+def versions(root) -> dict[str, int]:
+    """Each table's latest Delta version, from its log's file names."""
+    return {
+        name: max(
+            int(f.split(".")[0])
+            for f in os.listdir(os.path.join(tables.table_path(root, name), "_delta_log"))
+            if f.endswith(".json")
+        )
+        for name in tables.TABLES
+    }
+
+
+def test_a_dry_run_lists_what_would_be_compacted_and_deleted_and_writes_nothing(
+    spark, cfg, root, capsys, request
+):
+    maintain.maintain(spark, root, cfg, names=TESTED)  # 7 frontier files replaced
+    for gen, batches in APPENDS.items():  # and again many small files
+        for batch in range(batches):
+            df = spark.createDataFrame(frontier_rows(gen, batch), FRONTIER).coalesce(1)
+            tables.append(df, root, "frontier")
+    request.getfixturevalue("retention_check_off")
+    time.sleep(1.5)  # the replaced files are older than a retention of one second
+    before = versions(root), {name: files_on_disk(root, name) for name in TESTED}
+    one_second = [
+        "--set",
+        f"maintain.min_files={MIN_FILES}",
+        "--set",
+        "maintain.vacuum_hours=0.0003",
+    ]
+    check_off = ["--set", f'spark.conf={{"{maintain.RETENTION_CHECK}" = "false"}}']
+    # a dry run takes no lease: it runs while another command writes
+    with lease.hold(root, "crawl generation --gen 3", cfg):
+        argv = ["maintain", root, "--dry-run", "--format", "json", *one_second, *check_off]
+        assert cli.main(argv) == 0
+    planned = {r["table"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert list(planned) == list(tables.TABLES)
+    frontier = planned["frontier"]
+    # generations 0 and 1 hold 4 + 1 and 2 + 1 files, 2 holds 3 + 1: all above 2
+    assert frontier["partitions_to_compact"] == ["gen=0", "gen=1", "gen=2"]
+    assert frontier["files_to_compact"] == frontier["files"] == 4 + 9
+    deletes = frontier["files_to_delete"]
+    assert len(deletes) == 7 and all(p.endswith(".parquet") for p in deletes)
+    assert all(os.path.isfile(p.removeprefix("file:")) for p in deletes)
+    assert planned["crawldb"]["partitions_to_compact"] == []  # one file since the maintain
+    assert before == (versions(root), {name: files_on_disk(root, name) for name in TESTED})
+
+    assert cli.main(["maintain", root, "--dry-run", *one_second, *check_off]) == 0
+    out = capsys.readouterr().out
+    assert "| table " in out and "dry run, nothing written: would compact" in out

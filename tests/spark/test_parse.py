@@ -1,7 +1,9 @@
-"""Parse stage: duplicates, links, next frontier (chispa) and the stage on a tmp crawl root."""
+"""The pages of a generation: duplicates, links, next frontier (chispa), and update's work
+on them (extraction of what the fetch did not, marks, frontier) on a tmp crawl root."""
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import shutil
 
@@ -9,10 +11,12 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from crawllib import tables
+from crawllib import generations, integrity, lease, tables
+from crawllib.config import replace
 from crawllib.hashing import content_hash, hamming64, lsh_bands, simhash64
-from crawllib.schemas import CRAWLDB, EXTRACTED, EXTRACTED_TEXT, PAGES, TEXTS
-from crawllib.stages import parse as parse_stage
+from crawllib.schemas import CRAWLDB, EXTRACTED, EXTRACTED_TEXT, FETCHES, PAGES, TEXTS
+from crawllib.stages import pages as pages_stage
+from crawllib.stages import update as update_stage
 from crawllib.stages.base import StageRun
 from crawllib.testing.content import article_html, paragraph
 from crawllib.transforms.parse import (
@@ -199,7 +203,8 @@ def test_links_table_and_next_frontier_goes_one_deeper(spark):
     assert_df_equality(links, expected, ignore_row_order=True, ignore_nullable=True)
 
     pages = extracted.select("url_key", "depth")
-    crawldb = spark.createDataFrame([(url_key(old), old)], "url_key long, url string")
+    known = [(url_key(old), old, 1), (ky, y, 3)]  # y is known deeper than the link puts it
+    crawldb = spark.createDataFrame(known, "url_key long, url string, depth int")
     frontier = next_frontier(links, pages, crawldb, 0)
     assert frontier.where(F.col("discovered_at").isNull()).count() == 0
     expected = spark.createDataFrame(
@@ -263,6 +268,12 @@ def crawl_root(spark, new_root):
         [tuple(r.get(f) for f in PAGES.fieldNames()) for r in rows], PAGES
     ).withColumn("fetched_at", F.current_timestamp())
     tables.append(pages, root, "pages")
+    # the fetch's rows of those pages (update reads what the fetch did from them)
+    fetches = spark.createDataFrame(
+        [tuple({**r, "outcome": "ok"}.get(f) for f in FETCHES.fieldNames()) for r in rows],
+        FETCHES,
+    ).withColumn("fetched_at", F.current_timestamp())
+    tables.append(fetches, root, "fetches")
     known = [r["url"] for r in rows]
     crawldb = spark.createDataFrame(
         [(url_key(u), u, "site.test", "fetched") for u in known],
@@ -278,6 +289,10 @@ def crawl_root(spark, new_root):
         root,
         "crawldb",
     )
+    # fetch 3 is done: its row records the tables' versions (an update rerun reads crawldb's)
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    versions = integrity.current_versions(spark, root)
+    generations.record(spark, root, 3, "fetch", "done", now, versions=versions)
     return root
 
 
@@ -294,12 +309,36 @@ def snapshot(spark, root):
     )
 
 
-@pytest.mark.slow  # four parse runs: the fast tier has the transforms' tests
+PAGE_COUNTS = (
+    "pages",
+    "extracted",
+    "texts",
+    "extract_errors",
+    "exact_duplicates",
+    "near_duplicates",
+    "canonical_duplicates",
+    "soft_404",
+    "nofollow",
+    "tdm_reserved",
+    "links",
+    "new_frontier",
+    "trap_patterns",
+    "alias_hosts",
+    "key_collisions",
+)
+
+
+def page_counts(result) -> dict[str, int]:
+    counts = result.as_counts()
+    return {k: counts[k] for k in PAGE_COUNTS}
+
+
+@pytest.mark.slow  # four update runs: the fast tier has the transforms' tests
 def test_stage_writes_texts_links_frontier_and_is_idempotent(
     spark, spark_cfg, crawl_root, template_root
 ):
-    counts = parse_stage.run(StageRun(spark, crawl_root, spark_cfg, 3))
-    assert counts.as_counts() == {
+    counts = update_stage.run(StageRun(spark, crawl_root, spark_cfg, 3, first=True))
+    assert page_counts(counts) == {
         "pages": 4,
         "extracted": 4,  # the fetch extracted none of these pages (they were written here)
         "texts": 3,
@@ -308,7 +347,6 @@ def test_stage_writes_texts_links_frontier_and_is_idempotent(
         "near_duplicates": 0,
         "canonical_duplicates": 0,
         "soft_404": 0,
-        "noindex": 0,
         "nofollow": 0,
         "tdm_reserved": 0,
         "links": 8,  # a and its copy: /, b, new.test/n; b: /, a
@@ -317,6 +355,7 @@ def test_stage_writes_texts_links_frontier_and_is_idempotent(
         "alias_hosts": 0,
         "key_collisions": 0,
     }
+    assert counts.urls == 4 and (counts.fetched, counts.duplicate) == (3, 1)
     texts, links, frontier = snapshot(spark, crawl_root)
     by_url = {t["url"]: t for t in texts}
     assert by_url["http://site.test/empty.html"]["error"] == "ExtractError: empty body"
@@ -347,25 +386,39 @@ def test_stage_writes_texts_links_frontier_and_is_idempotent(
         ("site.test", "site.test", "link"),
     }
     # a rerun finds every page extracted: it marks again and writes the same rows
-    again = parse_stage.run(StageRun(spark, crawl_root, spark_cfg, 3))
-    assert again.as_counts() == {**counts.as_counts(), "extracted": 0}
+    again = update_stage.run(StageRun(spark, crawl_root, spark_cfg, 3))
+    assert page_counts(again) == {**page_counts(counts), "extracted": 0}
     assert snapshot(spark, crawl_root) == (texts, links, frontier)
-    # --force re-extracts every page from the stored raw pages, to the same rows
-    forced = parse_stage.run(StageRun(spark, crawl_root, spark_cfg, 3, force=True))
-    assert forced == counts
+    # re-extraction (`crawl parse --force`) extracts every page from the stored raw pages,
+    # to the same rows
+    forced = update_stage.run(StageRun(spark, crawl_root, spark_cfg, 3, force=True, reextract=True))
+    assert page_counts(forced) == page_counts(counts)
     assert snapshot(spark, crawl_root) == (texts, links, frontier)
 
     # The same pages extracted by the fetch (its texts rows unmarked, its links rows, per
     # slice): parse extracts nothing and ends with the same tables.
     other = crawl_root + "-fetch-extracted"
     shutil.copytree(template_root, other)
-    for name in ("pages", "crawldb"):
-        tables.append(tables.read(spark, crawl_root, name), other, name)
-    extracted = extract_pages(tables.read(spark, other, "pages"), spark_cfg)
-    tables.append(texts_of(extracted), other, "texts")
-    tables.append(links_table(extracted), other, "links")
-    fetched = parse_stage.run(StageRun(spark, other, spark_cfg, 3, first=True))
-    assert fetched.as_counts() == {**counts.as_counts(), "extracted": 0}
+    with lease.hold(other, "pytest", spark_cfg):
+        for name in ("pages", "fetches"):
+            tables.append(tables.read(spark, crawl_root, name), other, name)
+        tables.append(
+            tables.read(spark, crawl_root, "crawldb")
+            .select("url_key", "url", "host", F.lit("queued").alias("status"))
+            .select(
+                [
+                    F.col(c) if c in ("url_key", "url", "host", "status") else F.lit(None).alias(c)
+                    for c in CRAWLDB.fieldNames()
+                ]
+            ),
+            other,
+            "crawldb",
+        )
+        extracted = extract_pages(tables.read(spark, other, "pages"), spark_cfg)
+        tables.append(texts_of(extracted), other, "texts")
+        tables.append(links_table(extracted), other, "links")
+        fetched = update_stage.run(StageRun(spark, other, spark_cfg, 3, first=True))
+    assert page_counts(fetched) == {**page_counts(counts), "extracted": 0}
     assert snapshot(spark, other) == (texts, links, frontier)
 
 
@@ -374,7 +427,7 @@ def test_duplicate_marks_outlive_the_texts_write_without_rereading_it(spark, spa
     # generation: they must not be recomputed from (or name) the texts table.
     run = StageRun(spark, crawl_root, spark_cfg, 3)
     texts = texts_of(extract_pages(tables.read(spark, crawl_root, "pages"), spark_cfg))
-    marks = parse_stage._duplicate_marks(run, texts)
+    marks = pages_stage.duplicate_marks(run, texts)
     plan = marks._jdf.queryExecution().analyzed().toString()
     assert "Relation" not in plan and "LogicalRDD" in plan
     before = sorted(r.asDict().items() for r in marks.collect())
@@ -404,3 +457,25 @@ def test_key_collisions_are_targets_a_known_url_has_the_key_of(spark):
     assert got == [
         {"dst_key": k_forged, "dst_url": "http://b.org/x", "known_url": "http://elsewhere.net/y"}
     ]
+
+
+def test_a_page_past_extract_max_seconds_is_a_row_with_extract_timeout(spark, spark_cfg):
+    """issue 37: a page that stalls extraction stalls the task no more; it is an error row and
+    the other pages of the partition are extracted (the UDF's child process is killed)."""
+    rows = page_rows(gen=3)
+    slow = dict(
+        rows[0], url="http://site.test/slow.html", url_key=url_key("http://site.test/slow.html")
+    )
+    slow["body"] = b"<p>Words of a long article, paragraph after paragraph. </p>" * 120_000
+    cfg = replace(spark_cfg, extract__max_seconds=1.0, parse__max_html_bytes=16 << 20)
+    pages = spark.createDataFrame(
+        [tuple(r.get(f) for f in PAGES.fieldNames()) for r in [*rows, slow]], PAGES
+    ).coalesce(1)  # one task: the slow page and the others in one Python worker
+    extracted = {r["url"]: r for r in extract_pages(pages, cfg).collect()}
+    assert extracted["http://site.test/slow.html"]["error"].startswith("extract_timeout: ")
+    assert extracted["http://site.test/slow.html"]["text"] is None
+    assert extracted["http://site.test/a.html"]["error"] is None, extracted[
+        "http://site.test/a.html"
+    ]
+    assert extracted["http://site.test/a.html"]["title"].startswith("First story")
+    assert extracted["http://site.test/b.html"]["error"] is None

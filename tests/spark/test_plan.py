@@ -25,11 +25,14 @@ from crawllib.transforms.plan import (
     count_decisions,
     dedup_frontier,
     extension_of,
+    held_slots,
+    holds,
     new_candidates,
     pending_from_crawldb,
     plan_decisions,
     slice_count,
     with_filter_reason,
+    with_hold,
     with_slice,
     with_slot,
 )
@@ -87,24 +90,30 @@ def test_new_candidates_drops_urls_known_to_crawldb(spark):
 
 
 def test_pending_from_crawldb_takes_due_queued_and_failed(spark):
+    at = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC).timestamp()
     crawldb = crawldb_df(
         spark,
         [
             {"url_key": 1, "status": "queued", "next_gen": 2},
             {"url_key": 2, "status": "queued", "next_gen": 3},  # not due yet
             {"url_key": 3, "status": "failed", "next_gen": 1, "last_gen": 0},
-            {"url_key": 4, "status": "failed", "next_gen": 4, "last_gen": 1},  # backing off
+            {"url_key": 4, "status": "failed", "next_gen": 2, "not_before": T1},  # backing off
+            {"url_key": 8, "status": "failed", "next_gen": 2, "not_before": T0},  # its time came
+            # an older crawllib's retry, put off by generations: due at once (retries are by time)
+            {"url_key": 9, "status": "failed", "next_gen": 5, "last_gen": 1},
             {"url_key": 5, "status": "fetched", "next_gen": None, "last_gen": 1},
             {"url_key": 6, "status": "filtered", "next_gen": None},
             {"url_key": 7, "status": "queued", "next_gen": None},  # no next_gen: due
         ],
     )
-    got = pending_from_crawldb(crawldb, 2).select("url_key", "status", "is_new")
+    got = pending_from_crawldb(crawldb, 2, at).select("url_key", "status", "is_new")
+    due = [(1, "queued"), (3, "failed"), (7, "queued"), (8, "failed"), (9, "failed")]
     expected = spark.createDataFrame(
-        [(1, "queued", False), (3, "failed", False), (7, "queued", False)],
-        "url_key long, status string, is_new boolean",
+        [(k, status, False) for k, status in due], "url_key long, status string, is_new boolean"
     )
     assert_same(got, expected)
+    # without a clock (tests of the other steps) the time is not looked at
+    assert {r["url_key"] for r in pending_from_crawldb(crawldb, 2).collect()} == {1, 3, 4, 7, 8, 9}
 
 
 def test_extension_of_agrees_with_urls_module(spark):
@@ -326,6 +335,12 @@ def snapshot(spark, root, name):
     return sorted(tuple(r) for r in tables.read(spark, root, name).collect())
 
 
+def planned_rows(spark, root, gen):
+    """crawldb's rows of the URLs plan put in the fetchlist of ``gen``."""
+    keys = tables.read(spark, root, "fetchlist").where(F.col("gen") == gen).select("url_key")
+    return tables.read(spark, root, "crawldb").join(keys, "url_key", "left_semi")
+
+
 def by_url(spark, root):
     cols = ["status", "reason", "depth", "first_gen", "next_gen"]
     return {
@@ -386,6 +401,7 @@ def test_plan_stage_writes_fetchlist_and_crawldb_and_reruns_identically(spark, p
         "hosts": 3,
         "revisits": 0,
         "slices": counts.slices,
+        "depth_lowered": 0,
     }
     # a.test: the seed (depth 0) and the lowest url_key at depth 1; c.test: budget 3, cap 2.
     chosen = {"http://a.test/", p[0], "http://b.test/", c[0], c[1]}
@@ -400,23 +416,23 @@ def test_plan_stage_writes_fetchlist_and_crawldb_and_reruns_identically(spark, p
         "http://a.test/": ("queued", "seed", 0, 0, 0),
         "http://b.test/": ("queued", "seed", 0, 0, 0),
         p[0]: ("queued", "link", 1, 0, 0),
-        p[1]: ("queued", "link", 1, 0, 1),
+        p[1]: ("queued", "link", 1, 0, 0),  # deferred: still due, the next plan ranks it again
         "http://b.test/logo.png": ("filtered", "extension", 1, 0, None),
         "http://b.test/deep": ("filtered", "depth", 4, 0, None),
         long_url: ("filtered", "length", 1, 0, None),
         c[0]: ("queued", "link", 1, 0, 0),
         c[1]: ("queued", "link", 1, 0, 0),
-        c[2]: ("queued", "link", 1, 0, 1),
+        c[2]: ("queued", "link", 1, 0, 0),
         c[3]: ("filtered", "budget", 1, 0, None),
     }
 
     before = snapshot(spark, root, "fetchlist"), snapshot(spark, root, "crawldb")
     again = plan_stage.run(StageRun(spark, root, cfg, 0))
     assert (snapshot(spark, root, "fetchlist"), snapshot(spark, root, "crawldb")) == before
-    assert again.planned == again.candidates == 5
+    assert (again.planned, again.candidates, again.deferred_cap) == (5, 7, 2)
 
     # Gen 1, after gen 0's URLs were fetched: the deferred ones come up, c.test within budget.
-    fetched = tables.read(spark, root, "crawldb").where(F.col("next_gen") == 0)
+    fetched = planned_rows(spark, root, 0)
     update = {"status": "'fetched'", "last_gen": "0", "next_gen": "NULL"}
     tables.merge(spark, fetched, root, "crawldb", keys=["url_key"], update=update, insert=False)
     counts = plan_stage.run(StageRun(spark, root, cfg, 1))
@@ -431,7 +447,7 @@ def test_plan_takes_due_revisits_most_overdue_first_and_reruns_identically(spark
     now = dt.datetime(2026, 3, 1)
     # Gen 0's URLs were fetched: a.test/ is due since 2 h, p[0] since 1 h, c[0] in an hour
     due = {"http://a.test/": -2, p[0]: -1, c[0]: 1, "http://b.test/": 5, c[1]: 5}
-    fetched = tables.read(spark, root, "crawldb").where(F.col("next_gen") == 0)
+    fetched = planned_rows(spark, root, 0)
     rows = fetched.withColumn(
         "next_fetch_at",
         F.create_map(*[x for u, h in due.items() for x in (F.lit(u), F.lit(h))])[F.col("url")],
@@ -455,7 +471,7 @@ def test_plan_takes_due_revisits_most_overdue_first_and_reruns_identically(spark
     assert set(gen1) == {"http://a.test/", p[1], c[2]}
     assert gen1["http://a.test/"]["etag"] == '"v1"' and gen1[p[1]]["etag"] is None
     # the revisit left for later keeps its status and stored version
-    assert by_url(spark, root)[p[0]] == ("fetched", "link", 1, 0, 2)
+    assert by_url(spark, root)[p[0]] == ("fetched", "link", 1, 0, None)
 
     before = snapshot(spark, root, "fetchlist"), snapshot(spark, root, "crawldb")
     plan_stage.run(StageRun(spark, root, cfg, 1))
@@ -527,9 +543,12 @@ def test_slots_the_hosts_table_holds_back_wait_without_an_attempt(
     fetchlist = {r["host"] for r in tables.read(spark, root, "fetchlist").collect()}
     assert fetchlist == {"free.net", "over.net"}
     crawldb = {r["host"]: r for r in tables.read(spark, root, "crawldb").collect()}
-    for host in ("busy.net", "down.net", "slow.net"):  # queued for the next generation
-        assert (crawldb[host]["status"], crawldb[host]["next_gen"]) == ("queued", 1)
+    for host in ("busy.net", "down.net", "slow.net"):  # still queued and due: they wait
+        assert (crawldb[host]["status"], crawldb[host]["next_gen"]) == ("queued", 0)
         assert crawldb[host]["attempts"] == 0
+    # what they wait for, and until when (the Crawl-delay has no end)
+    waiting = {(w.reason, w.urls, w.due is not None) for w in plan_stage.waits(spark, root, cfg, 1)}
+    assert waiting == {("retry_after", 1, True), ("down", 1, True), ("crawl_delay", 1, False)}
     # Once the others are fetched, only held URLs are pending: the crawl has no work now
     done = {"status": "'fetched'", "last_gen": "0", "next_gen": "NULL"}
     fetched = tables.read(spark, root, "crawldb").where(F.col("host").isin("free.net", "over.net"))
@@ -574,8 +593,8 @@ def test_plan_appends_new_urls_to_crawldb_and_merges_when_a_known_url_changes(sp
     plan_stage.run(StageRun(spark, root, cfg, 0))
     # gen 0 inserts, filters and defers new URLs only: one append
     assert last_crawldb_write() == ("WRITE", "Append")
-    assert by_url(spark, root)[p[1]] == ("queued", "link", 1, 0, 1)
-    fetched = tables.read(spark, root, "crawldb").where(F.col("next_gen") == 0)
+    assert by_url(spark, root)[p[1]] == ("queued", "link", 1, 0, 0)
+    fetched = planned_rows(spark, root, 0)
     update = {"status": "'fetched'", "last_gen": "0", "next_gen": "NULL"}
     tables.merge(spark, fetched, root, "crawldb", keys=["url_key"], update=update, insert=False)
     # a fetch made up in crawldb alone: plan is to count it from there (an older root's case)
@@ -601,6 +620,13 @@ def test_plan_rerun_is_right_whichever_of_its_two_writes_a_crash_left_out(spark,
     plan_stage.run(StageRun(spark, root, cfg, 0, first=True))
     planned, decided = snapshot(spark, root, "fetchlist"), by_url(spark, root)
     assert planned and len(decided) == 11
+    # a first plan records no running row: killed after its writes, it runs as a first plan
+    # again; its fetchlist append is committed (its transaction id), so it replaces the rows
+    # (a later clock may choose other URLs: fetch must read what this run decided)
+    plan_stage.run(StageRun(spark, root, cfg, 0, first=True))
+    assert snapshot(spark, root, "fetchlist") == planned
+    last = DeltaTable.forPath(spark, tables.table_path(root, "fetchlist")).history(1).first()
+    assert (last["operation"], last["operationParameters"]["mode"]) == ("WRITE", "Overwrite")
     # crawldb committed, the fetchlist not
     empty = tables.read(spark, root, "fetchlist").limit(0)
     tables.replace_where(empty, root, "fetchlist", "gen = 0")
@@ -736,3 +762,80 @@ def test_a_time_budget_gives_each_slot_what_its_delay_allows(spark, spark_cfg):
     unlimited = replace(cfg, generate__fetch_seconds=0.0)
     decided = plan_decisions(frontier, crawldb_df(spark, []), unlimited, 0, delays=delays)
     assert decided.where(F.col("deferred")).isEmpty()
+
+
+def test_with_key_ip_a_held_host_waits_alone_and_an_address_holds_all_of_its_hosts(
+    spark, spark_cfg
+):
+    # a.test and b.test share 10.0.0.1, c.test is on 10.0.0.2. a.test's own Retry-After (its
+    # hosts row) holds a.test only; the cool-down of 10.0.0.2 (its address row) holds c.test.
+    hosts = ["a.test", "b.test", "c.test"]
+    rows = [
+        (k, h, 0, None, T0)
+        for h in hosts
+        for k in range(hosts.index(h) * 10, hosts.index(h) * 10 + 2)
+    ]
+    frontier = spark.createDataFrame(
+        [(0, f"http://{h}/{k}", k, h, h, d, s, "link", t, None, None) for k, h, d, s, t in rows],
+        FRONTIER,
+    )
+    addresses = spark.createDataFrame(
+        [("a.test", "10.0.0.1"), ("b.test", "10.0.0.1"), ("c.test", "10.0.0.2")],
+        "host string, address string",
+    )
+    later = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(hours=1)
+    stored = hosts_rows(
+        spark,
+        [("a.test", later, "retry_after", None), ("10.0.0.1", None, None, None)],
+        kind="host",
+    ).unionByName(hosts_rows(spark, [("10.0.0.2", later, "down", None)], kind="address"))
+    cfg = replace(spark_cfg, politeness__key="ip")
+    held = held_slots(stored, cfg)
+    decided = plan_decisions(frontier, crawldb_df(spark, []), cfg, 0, held, addresses)
+    planned = {(r["host"], r["slot"]) for r in decided.where(~F.col("deferred")).collect()}
+    assert planned == {("b.test", "10.0.0.1")}
+    held_hosts = {r["host"] for r in decided.where(F.col("held")).collect()}
+    assert held_hosts == {"a.test", "c.test"}
+    # with key = host, the address row holds nothing: its hosts are slots of their own
+    by_host = plan_decisions(frontier, crawldb_df(spark, []), spark_cfg, 0, held)
+    assert {r["host"] for r in by_host.where(F.col("held")).collect()} == {"a.test"}
+    # what each waits for: its host's hold, else its address's
+    waits = with_hold(
+        with_slot(frontier.select("host", "domain"), cfg, addresses), holds(stored, cfg), True
+    )
+    assert {(r["host"], r["hold"]) for r in waits.distinct().collect()} == {
+        ("a.test", "retry_after"),
+        ("b.test", None),
+        ("c.test", "down"),
+    }
+
+
+def test_a_time_budget_with_key_ip_caps_each_host_then_its_address(spark, spark_cfg):
+    # 20 s of fetching. On 10.0.0.1: fast.test at the default delay (1 s: 21 URLs) and
+    # crawl.test with a Crawl-delay of 10 s in its row (3 URLs); the address row's delay is
+    # 0.5 s (41 URLs for the address: all 24 fit). On 10.0.0.2, slow.test and slow2.test at
+    # 1 s each, but their address adapted to a slow server: 10 s, 3 URLs for both together
+    # (in generate.order: slow.test's keys are the smaller).
+    hosts = {"fast.test": "10.0.0.1", "crawl.test": "10.0.0.1"}
+    hosts |= {"slow.test": "10.0.0.2", "slow2.test": "10.0.0.2"}
+    rows = [(i * 100 + k, h, 1, None, T0) for i, h in enumerate(hosts) for k in range(30)]
+    frontier = spark.createDataFrame(
+        [(0, f"http://{h}/{k}", k, h, h, d, s, "link", t, None, None) for k, h, d, s, t in rows],
+        FRONTIER,
+    )
+    addresses = spark.createDataFrame(list(hosts.items()), "host string, address string")
+    delays = spark.createDataFrame(
+        [("crawl.test", 10.0), ("10.0.0.1", 0.5), ("10.0.0.2", 10.0)], "slot string, delay double"
+    )
+    cfg = replace(
+        spark_cfg,
+        politeness__key="ip",
+        generate__max_per_host=100,
+        generate__fetch_seconds=20.0,
+        politeness__default_delay=1.0,
+    )
+    decided = plan_decisions(
+        frontier, crawldb_df(spark, []), cfg, 0, addresses=addresses, delays=delays
+    ).cache()
+    chosen = collections.Counter(r["host"] for r in decided.where(~F.col("deferred")).collect())
+    assert chosen == {"fast.test": 21, "crawl.test": 3, "slow.test": 3}

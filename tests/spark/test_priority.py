@@ -81,7 +81,7 @@ def test_next_frontier_rows_carry_the_cash_of_their_links(spark, spark_cfg):
     sources, links = sources_and_links(spark)
     cash = link_cash(links, sources, spark_cfg)
     pages = spark.createDataFrame([(k, 0) for k, *_ in SOURCES], "url_key long, depth int")
-    known = spark.createDataFrame([(11,)], "url_key long")
+    known = spark.createDataFrame([(11, 0)], "url_key long, depth int")  # no shorter path
     rows = next_frontier(links, pages, known, GEN, cash).collect()
     assert {r["url_key"] for r in rows} == {10, 12}
     assert {r["url_key"]: r["score"] for r in rows} == pytest.approx({10: 2.0, 12: 0.6})

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from crawllib import cli, tables
+from crawllib import cli, lease, tables
 from crawllib.catalog import LATER_TABLES, TABLE_NAMES, VIEWS
 from crawllib.config import config_toml, replace
 from crawllib.schemas import CRAWLDB
@@ -42,7 +42,9 @@ def hive(spark, spark_cfg, template_root, tmp_path_factory):
     for name in ("crawl", "other"):
         roots[name] = str(work / name)
         shutil.copytree(template_root, roots[name])
-    tables.append(spark.createDataFrame(crawldb_rows(URLS), CRAWLDB), roots["crawl"], "crawldb")
+    with lease.hold(roots["crawl"], "pytest", spark_cfg):
+        rows = spark.createDataFrame(crawldb_rows(URLS), CRAWLDB)
+        tables.append(rows, roots["crawl"], "crawldb")
     conf = {
         **spark_cfg.spark.conf,
         "spark.sql.catalogImplementation": "hive",
@@ -75,7 +77,7 @@ ANALYST = textwrap.dedent(
     from crawllib.config import load_config
     from crawllib.session import get_spark
 
-    config, database, root, other = sys.argv[1:]
+    config, database, root, other, elsewhere = sys.argv[1:]
     spark = get_spark(load_config([config]))
     out = {}
     buf = io.StringIO()
@@ -96,6 +98,29 @@ ANALYST = textwrap.dedent(
         out["replaced"] = cli.main(["register", other, "--database", database, "--replace",
                                     "--config", config])
     out["crawldb_after"] = spark.sql(f"SELECT count(*) AS n FROM {database}.crawldb").first()["n"]
+
+    # --replace never drops what is not an external Delta table's entry (issue 37)
+    guard = database + "_guard"
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {guard}")
+
+    def refused():
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = cli.main(["register", root, "--database", guard, "--replace", "--config",
+                             config])
+        listed = sorted(r["tableName"] for r in spark.sql(f"SHOW TABLES IN {guard}").collect())
+        return code, err.getvalue(), listed
+
+    spark.sql(f"CREATE TABLE {guard}.crawldb (x INT) USING parquet")  # managed, with data
+    spark.sql(f"INSERT INTO {guard}.crawldb VALUES (1), (2), (3)")
+    out["managed"] = refused()
+    out["managed_rows"] = spark.sql(f"SELECT count(*) AS n FROM {guard}.crawldb").first()["n"]
+    spark.sql(f"DROP TABLE {guard}.crawldb")
+    spark.sql(f"CREATE TABLE {guard}.frontier (x INT) USING parquet LOCATION '{elsewhere}'")
+    out["parquet"] = refused()
+    spark.sql(f"DROP TABLE {guard}.frontier")
+    spark.sql(f"CREATE TABLE {guard}.latest_texts (x INT) USING parquet")
+    out["view_name"] = refused()
     print("RESULT " + json.dumps(out))
     """
 )
@@ -106,7 +131,16 @@ def registered(hive):
     first = crawl(hive, "register", hive["crawl"], "--database", DATABASE, "--format", "json")
     assert first.returncode == 0, first.stderr[-4000:]
     analyst = subprocess.run(
-        [sys.executable, "-c", ANALYST, hive["config"], DATABASE, hive["crawl"], hive["other"]],
+        [
+            sys.executable,
+            "-c",
+            ANALYST,
+            hive["config"],
+            DATABASE,
+            hive["crawl"],
+            hive["other"],
+            str(hive["work"] / "parquet"),
+        ],  # fmt: skip
         cwd=hive["work"],
         capture_output=True,
         text=True,
@@ -149,6 +183,20 @@ def test_another_crawls_tables_are_refused_unless_replace(registered):
     assert len(out["other_err"].strip().splitlines()) == 1
     assert out["replaced"] == 0
     assert out["crawldb_after"] == 0  # the other (empty) crawl's crawldb now
+
+
+def test_replace_refuses_managed_tables_other_formats_and_tables_in_place_of_views(registered):
+    _, out = registered
+    for case, says in (
+        ("managed", "crawl_test_guard.crawldb is a managed parquet table, not an external Delta"),
+        ("parquet", "crawl_test_guard.frontier is an external parquet table, not an external"),
+        ("view_name", "crawl_test_guard.latest_texts is a table (managed), not a view"),
+    ):
+        code, err, listed = out[case]
+        assert code == 2 and says in err and len(err.strip().splitlines()) == 1, (case, err)
+        assert "Nothing was registered" in err
+        assert len(listed) == 1, (case, listed)  # only the table the test made
+    assert out["managed_rows"] == 3  # its data is still there
 
 
 def test_in_memory_catalog_and_bad_names_are_one_line_errors(new_root, capsys):

@@ -1,12 +1,20 @@
 """`crawl sql --engine spark` reads, never writes: statements that write, read files by path or
-call into the JVM are refused with one line and exit 2, and the tables are unchanged. (The
-DuckDB engine's refusals: tests/spark/test_sql_engines.py.)"""
+call into the JVM are refused with one line and exit 2, and the tables are unchanged; a query
+that fails while it runs is one line and exit 2 too, never a stack trace. The functions a query
+may call are an allow-list, checked on the analysed plan. (The DuckDB engine's refusals:
+tests/spark/test_sql_engines.py.)"""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+
 import pytest
 
-from crawllib import cli, integrity
+from crawllib import cli, integrity, lease
+from crawllib.config import config_toml
+from crawllib.readonly import ALLOWED_FUNCTIONS
 from crawllib.seeding import seed
 
 SPARK = ["--engine", "spark"]
@@ -20,8 +28,18 @@ def root(spark, spark_cfg, template_root, tmp_path_factory):
     shutil.copytree(template_root, path)
     seeds = tmp_path_factory.mktemp("seeds") / "seeds.txt"
     seeds.write_text("http://a.site1.net/\nhttp://b.site2.org/x\n")
-    seed(spark, path, str(seeds), spark_cfg, 0)
+    with lease.hold(path, "pytest", spark_cfg):
+        seed(spark, path, str(seeds), spark_cfg, 0)
     return path
+
+
+@pytest.fixture(scope="module")
+def secret(spark):
+    """A relation of the session that is not the crawl's: what a catalog table of another
+    database, or another temp view, would be."""
+    spark.createDataFrame([("s3cret",)], "value string").createOrReplaceTempView("secret")
+    yield "s3cret"
+    spark.catalog.dropTempView("secret")
 
 
 def state(spark, root):
@@ -59,6 +77,64 @@ def state(spark, root):
         ("SELECT reflect('java.lang.System', 'exit', 0)", "function reflect() is not allowed"),
         ("SELECT java_method('java.lang.System', 'exit', 0)", "java_method() is not allowed"),
         ("SELECT 1; DELETE FROM crawldb", "cannot parse the query"),
+        # issue 37: a function named through IDENTIFIER() is resolved after a name check
+        (
+            "SELECT IDENTIFIER('reflect')('java.lang.System', 'getenv', 'HOME') AS v",
+            "IDENTIFIER() is not allowed",
+        ),
+        (
+            "SELECT IDENTIFIER('java_method')('java.io.File', 'createTempFile', 'x', 'y')",
+            "IDENTIFIER() is not allowed",
+        ),
+        ("SELECT IDENTIFIER('url') FROM crawldb", "IDENTIFIER() is not allowed"),
+        ("SELECT * FROM IDENTIFIER('crawldb')", "IDENTIFIER() is not allowed"),
+        # ... and a WINDOW definition, which the plan keeps in a map of its own
+        (
+            "SELECT count(*) OVER w AS n FROM range(1) WINDOW w AS (PARTITION BY coalesce("
+            "CAST(raise_error((SELECT max(value) FROM text.`/etc/hostname`)) AS STRING), 'k'))",
+            "text./etc/hostname is not a table of this crawl",
+        ),
+        (
+            "SELECT count(*) OVER w AS n FROM range(1) WINDOW w AS "
+            "(PARTITION BY reflect('java.lang.System', 'getenv', 'HOME'))",
+            "function reflect() is not allowed",
+        ),
+        # options that name a file (Hadoop file systems: file:, s3a:, http:)
+        (
+            "SELECT from_xml('<a><b>1</b></a>', 'b INT', map('rowValidationXSDPath', "
+            "'/etc/hostname'))",
+            "option 'rowValidationXSDPath' of from_xml() is not allowed",
+        ),
+        (
+            "SELECT schema_of_xml('<a/>', map('rowValidationXSDPath', "
+            "'http://169.254.169.254/latest/meta-data/'))",
+            "option 'rowValidationXSDPath' of schema_of_xml() is not allowed",
+        ),
+        (
+            "SELECT from_xml('<a/>', 'b INT', str_to_map('rowValidationXSDPath:/etc/hostname'))",
+            "options of from_xml() must be map('key', 'value', ...) of literals",
+        ),
+        (
+            "SELECT from_xml('<a/>', 'b INT', map(concat('rowValidation', 'XSDPath'), '/x'))",
+            "options of from_xml() must be map('key', 'value', ...) of literals",
+        ),
+        # an allow-list: functions not on it are refused, whatever they do
+        ("SELECT current_user()", "function current_user() is not allowed"),
+        ("SELECT input_file_name() FROM crawldb", "function input_file_name() is not allowed"),
+        ("SELECT default.my_udf(1)", "function default.my_udf() is not allowed"),
+        ("SELECT upper(reflect('java.lang.System', 'exit', 0))", "reflect() is not allowed"),
+        ("SELECT transform(array(1), x -> java_method('a', 'b'))", "java_method() is not allowed"),
+        (
+            "SELECT url FROM crawldb WHERE EXISTS (SELECT try_reflect('java.lang.System', "
+            "'getenv', 'HOME'))",
+            "function try_reflect() is not allowed",
+        ),
+        # analysis must not run a subquery: time travel evaluates its timestamp
+        (
+            "SELECT * FROM crawldb TIMESTAMP AS OF (SELECT max(fetched_at) FROM fetches)",
+            "time travel takes a constant",
+        ),
+        ("EXPLAIN SELECT reflect('java.lang.System', 'exit', 0)", "reflect() is not allowed"),
     ],
 )
 def test_statements_that_write_or_read_outside_the_crawl_are_refused(
@@ -100,3 +176,146 @@ def test_a_query_spark_cannot_analyse_is_one_line_too(root, capsys):
     assert cli.main(["sql", root, "SELECT no_such_column FROM crawldb", *SPARK]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("crawl sql: ") and "no_such_column" in err and "\n" not in err
+
+
+@pytest.mark.parametrize(
+    ("statement", "says"),
+    [
+        ("SELECT raise_error('boom')", "boom"),
+        ("SELECT assert_true(count(*) > 100) FROM crawldb", "is not true"),
+        ("SELECT CAST(url AS INT) FROM crawldb", "CAST"),
+        ("SELECT 1 / 0", "DIVIDE_BY_ZERO"),
+    ],
+)
+def test_a_query_that_fails_while_it_runs_is_one_line_and_exit_2(root, capsys, statement, says):
+    assert cli.main(["sql", root, statement, *SPARK]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith("crawl sql: the query failed: ") and "\n" not in err, err
+    assert says in err and "Traceback" not in captured.err
+
+
+def test_the_command_prints_one_line_and_no_stack_trace_of_the_jvm(root, spark_cfg, tmp_path):
+    """What an operator sees: stderr of a `crawl sql` process whose query fails in a task
+    (Spark logs a task's failure with its stack trace unless told not to)."""
+    config = tmp_path / "test.toml"
+    config.write_text(config_toml(spark_cfg))
+    statement = "SELECT raise_error(concat('boom ', url)) FROM crawldb"
+    done = subprocess.run(
+        [sys.executable, "-m", "crawllib.cli", "sql", root, statement, "--config", str(config),
+         *SPARK],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    # before the query: the JVM's start (its log profile, the log level), never a failure
+    assert lines[-1].startswith("crawl sql: the query failed: ") and "boom http://" in lines[-1]
+    assert not [line for line in lines if line.startswith("\tat ") or "Exception" in line]
+
+
+def test_a_cte_does_not_hide_a_relation_of_the_same_name(spark, root, capsys, secret):
+    """A CTE's own body cannot see it: there its name is the catalog's relation, which is not
+    the crawl's (issue 37: CTE names were one flat set, without scope)."""
+    for statement in (
+        "WITH secret AS (SELECT * FROM secret) SELECT * FROM secret",
+        "WITH a AS (SELECT 1 AS x), secret AS (SELECT * FROM secret) SELECT * FROM a",
+        "SELECT * FROM (WITH secret AS (SELECT 1 AS v) SELECT * FROM secret) JOIN secret",
+        "WITH s AS (SELECT * FROM crawldb) SELECT * FROM s, (WITH s AS (SELECT * FROM secret) "
+        "SELECT * FROM s)",
+    ):
+        assert cli.main(["sql", root, statement, *SPARK]) == 2, statement
+        captured = capsys.readouterr()
+        assert "secret is not a table of this crawl" in captured.err, (statement, captured.err)
+        assert secret not in captured.out + captured.err
+    # a CTE's name is its own in the CTEs after it and in the query
+    ok = "WITH secret AS (SELECT 'mine' AS v), b AS (SELECT * FROM secret) SELECT * FROM b"
+    assert cli.main(["sql", root, ok, "--format", "csv", *SPARK]) == 0
+    assert capsys.readouterr().out.split() == ["v", "mine"]
+
+
+def options_call(name: str, params: list[str]) -> str:
+    """A call of function ``name`` with a value for each of its ``params``: a path (or a class
+    name) for each, options that name files for an options parameter."""
+    files = "map('rowValidationXSDPath', '/etc/hostname', 'avroSchemaUrl', 'file:///etc/hostname')"
+    args = [files if "option" in p.lower() else "'/etc/hostname'" for p in params]
+    return f"SELECT {name}({', '.join(args)})"
+
+
+def path_or_class_functions(spark) -> dict[str, list[str]]:
+    """Spark's functions (its function registry: signatures and descriptions) that take a file
+    path, a class, a method or options (which may name files), or tell of files -> their
+    parameters."""
+    registry = spark._jsparkSession.sessionState().functionRegistry()
+    identifier = spark._jvm.org.apache.spark.sql.catalyst.FunctionIdentifier
+    found = {}
+    ids = registry.listFunction().iterator()
+    while ids.hasNext():
+        name = ids.next().funcName()
+        info = registry.lookupFunction(identifier(name))
+        if not info.isDefined():
+            continue
+        usage = info.get().getUsage() or ""
+        signature = re.search(rf"{re.escape(name)}\(([^)]*)\)", usage)
+        params = re.findall(r"[A-Za-z_]\w*", signature.group(1)) if signature else []
+        # a path of a file (descFilePath), not a JSON path
+        named = any(re.search(r"file|class|method|jar|option", p, re.I) for p in params)
+        told = re.search(r"\b(files?|class(es)?|jars?)\b", usage.split(". ")[0], re.I)
+        if named or told:
+            found[name] = params
+    return found
+
+
+def test_functions_that_take_a_path_or_a_class_are_refused(spark, root, capsys):
+    found = path_or_class_functions(spark)
+    # what the registry says today: the JVM callers, files, XML/JSON/CSV/Avro/Protobuf options
+    assert {"reflect", "java_method", "try_reflect", "from_xml", "from_protobuf"} <= set(found)
+    assert {"input_file_name", "from_avro", "to_protobuf", "from_json", "from_csv"} <= set(found)
+    before = state(spark, root)
+    for name, params in sorted(found.items()):
+        statement = options_call(name, params)
+        assert cli.main(["sql", root, statement, *SPARK]) == 2, statement
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("crawl sql: ") and "\n" not in err, err
+        assert "is not allowed" in err, (statement, err)
+    assert state(spark, root) == before
+
+
+def test_the_allow_list_names_only_functions_spark_has(spark):
+    registry = spark._jsparkSession.sessionState().functionRegistry()
+    identifier = spark._jvm.org.apache.spark.sql.catalyst.FunctionIdentifier
+    unknown = [f for f in ALLOWED_FUNCTIONS if not registry.functionExists(identifier(f))]
+    assert len(ALLOWED_FUNCTIONS) > 400 and unknown == []
+    assert not {"reflect", "java_method", "try_reflect", "from_avro", "from_protobuf"} & set(
+        ALLOWED_FUNCTIONS
+    )
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SELECT host, count(*) AS n, max(length(url)) AS longest, collect_set(status) AS s "
+        "FROM crawldb GROUP BY host",
+        "SELECT url, row_number() OVER w AS r, lag(url) OVER w AS p FROM crawldb "
+        "WINDOW w AS (PARTITION BY host ORDER BY url)",
+        "SELECT transform(array(1, 2), x -> x + 1) AS t, filter(array(1, 2), x -> x > 1) AS f",
+        "SELECT parse_url(url, 'HOST') AS h, regexp_extract(url, 'https?://([^/]+)', 1) AS r, "
+        "date_format(current_timestamp(), 'yyyy') AS y FROM crawldb",
+        "SELECT from_json('{\"a\": 1}', 'a INT', map('mode', 'PERMISSIVE')).a AS a",
+        "SELECT from_xml('<a><b>1</b></a>', 'b INT') AS x, xpath_string('<a>b</a>', 'a') AS y",
+        "SELECT get_json_object('{\"a\": 2}', '$.a') AS a, CASE WHEN 1 IN (1, 2) THEN "
+        "'yes' END AS b, 2 BETWEEN 1 AND 3 AS c, 'x' LIKE 'x%' AS d",
+        "SELECT count(*) AS n FROM latest_texts",
+        "SELECT count(*) AS n, max(changed) AS c FROM text_history",
+        "SELECT * FROM freshness",
+        "SELECT explode(sequence(1, 3)) AS n",
+        "SELECT n FROM range(3) LATERAL VIEW explode(array(1)) t AS n",
+        "SELECT url FROM crawldb WHERE url_key IN (SELECT url_key FROM frontier) "
+        "AND EXISTS (SELECT 1 FROM frontier)",
+        "DESCRIBE QUERY SELECT url FROM crawldb",
+    ],
+)
+def test_queries_with_allowed_functions_run(spark, root, capsys, statement):
+    assert cli.main(["sql", root, statement, "--format", "json", *SPARK]) == 0, (
+        capsys.readouterr().err
+    )
+    assert capsys.readouterr().out.strip()

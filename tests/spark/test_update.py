@@ -96,6 +96,8 @@ def after(key, status, reason, attempts, last_gen=GEN, next_gen=None, http_statu
 
 DAY = 86400.0
 HOURS_10 = 36000.0
+RETRY_1 = FETCHED_AT + dt.timedelta(seconds=120)
+RETRY_2 = FETCHED_AT + dt.timedelta(seconds=240)
 T_OLD = dt.datetime(2026, 1, 1, 0, 0, 0)
 
 
@@ -139,7 +141,8 @@ def revisited(before, interval, changed, **kw):
     return row
 
 
-# (crawldb row before, fetch row, crawldb row after) with retry_backoff_base 2, max_attempts 3
+# (crawldb row before, fetch row, crawldb row after) with retry_backoff_seconds 120,
+# max_attempts 3
 CASES = [
     (
         known(1),
@@ -154,16 +157,17 @@ CASES = [
     (known(3), fetch(3, "redirect", 301), after(3, "redirected", None, 1, http_status=301)),
     (known(4), fetch(4, "http_error", 404), after(4, "gone", "http_404", 1, http_status=404)),
     (known(5), fetch(5, "http_error", 403), after(5, "gone", "http_403", 1, http_status=403)),
-    # backoff: next_gen = GEN + base * 2 ** (attempts - 1)
+    # backoff by time: not_before = the visit + base * 2 ** (attempts - 1), then the first
+    # generation after it
     (
         known(6),
         fetch(6, "http_error", 429),
-        after(6, "failed", "http_429", 1, next_gen=GEN + 2, http_status=429),
+        after(6, "failed", "http_429", 1, next_gen=GEN + 1, not_before=RETRY_1, http_status=429),
     ),
     (
         known(7, attempts=1, last_gen=1),
         fetch(7, "http_error", 503),
-        after(7, "failed", "http_503", 2, next_gen=GEN + 4, http_status=503),
+        after(7, "failed", "http_503", 2, next_gen=GEN + 1, not_before=RETRY_2, http_status=503),
     ),
     (
         known(8, attempts=2, last_gen=2),
@@ -174,7 +178,7 @@ CASES = [
     (
         known(10),
         fetch(10, "robots_denied", error_kind="robots_unavailable"),
-        after(10, "failed", "robots_unavailable", 1, next_gen=GEN + 2),
+        after(10, "failed", "robots_unavailable", 1, next_gen=GEN + 1, not_before=RETRY_1),
     ),
     (
         known(11),
@@ -234,7 +238,8 @@ CASES = [
             "reason": "http_503",
             "attempts": 1,
             "last_gen": GEN,
-            "next_gen": GEN + 2,
+            "next_gen": GEN + 1,
+            "not_before": RETRY_1,
             "http_status": 503,
             "updated_at": T1,
         },
@@ -259,22 +264,27 @@ CASES = [
     ),
 ]
 TEXT_ROWS = [
-    {"gen": GEN, "url_key": 1, "content_hash": "h1"},
-    {"gen": GEN, "url_key": 2, "content_hash": "h1", "duplicate_of": 1, "duplicate_kind": "exact"},
-    {"gen": GEN, "url_key": 13, "content_hash": "h13"},
-    {"gen": GEN, "url_key": 30, "content_hash": "h30"},
-    {"gen": GEN, "url_key": 31, "content_hash": "h31"},
+    {"gen": GEN, "url_key": 1, "content_hash": "h1", "text_chars": 500},
+    {"gen": GEN, "url_key": 2, "content_hash": "h1", "text_chars": 500},  # a copy of 1
+    {"gen": GEN, "url_key": 13, "content_hash": "h13", "text_chars": 500},
+    {"gen": GEN, "url_key": 30, "content_hash": "h30", "text_chars": 500},
+    {"gen": GEN, "url_key": 31, "content_hash": "h31", "text_chars": 500},
+]
+# what update marks them as (crawldb_updates takes the marked rows)
+MARKED_TEXT_ROWS = [
+    {**r, "duplicate_of": 1, "duplicate_kind": "exact"} if r["url_key"] == 2 else r
+    for r in TEXT_ROWS
 ]
 
 
 def test_each_fetch_outcome_maps_to_its_crawldb_status(spark, spark_cfg):
     crawldb = frame(spark, CRAWLDB, [before for before, _, _ in CASES if before])
     fetches = frame(spark, FETCHES, [f for _, f, _ in CASES])
-    texts = frame(spark, TEXTS, TEXT_ROWS)
+    texts = frame(spark, TEXTS, MARKED_TEXT_ROWS)
     cfg = replace(
         spark_cfg,
         fetch__max_attempts=3,
-        fetch__retry_backoff_base=2,
+        fetch__retry_backoff_seconds=120.0,
         recrawl__dec_rate=0.2,  # Nutch's rates: the figures in CASES
         recrawl__inc_rate=0.4,
     )
@@ -321,6 +331,30 @@ def test_redirect_targets_not_in_crawldb_go_to_the_next_frontier(spark):
     assert_df_equality(actual.orderBy("url_key"), expected.orderBy("url_key"), ignore_nullable=True)
 
 
+# update's counts of the fetched URLs (the rest count the generation's pages)
+UPDATE_COUNTS = (
+    "urls",
+    "fetched",
+    "duplicate",
+    "noindex",
+    "redirected",
+    "gone",
+    "failed",
+    "dead",
+    "robots_denied",
+    "blocked",
+    "deferred",
+    "redirects_queued",
+    "new",
+    "revisited",
+    "changed",
+    "unchanged",
+    "not_modified",
+    "too_many_redirects",
+    "bad_location",
+)
+
+
 @pytest.fixture
 def root(new_root):
     return new_root
@@ -334,7 +368,7 @@ def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
     cfg = replace(
         spark_cfg,
         fetch__max_attempts=3,
-        fetch__retry_backoff_base=2,
+        fetch__retry_backoff_seconds=120.0,
         recrawl__dec_rate=0.2,
         recrawl__inc_rate=0.4,
     )
@@ -342,11 +376,10 @@ def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
     tables.append(frame(spark, CRAWLDB, before), root, "crawldb")
     tables.append(frame(spark, FETCHES, [f for _, f, _ in CASES] + REDIRECTS[:4]), root, "fetches")
     tables.append(frame(spark, TEXTS, TEXT_ROWS), root, "texts")
-    link = {**redirect_row("http://site.test/linked", "site.test", "site.test", 2, 1)}
-    tables.append(frame(spark, FRONTIER, [{**link, "reason": "link"}]), root, "frontier")
 
     counts = update.run(StageRun(spark, root, cfg, GEN))
-    assert counts.as_counts() == {
+    statuses_counted = {k: v for k, v in counts.as_counts().items() if k in UPDATE_COUNTS}
+    assert statuses_counted == {
         "urls": 23,
         "fetched": 5,  # a deferred revisit (34) stays fetched
         "duplicate": 2,
@@ -372,7 +405,6 @@ def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
     frontier = tables.read(spark, root, "frontier").filter(F.col("gen") == GEN + 1)
     assert sorted((r["url"], r["reason"], r["depth"]) for r in frontier.collect()) == [
         ("http://other.example.com/x", "redirect", 2),
-        ("http://site.test/linked", "link", 2),
         ("http://site.test/new", "redirect", 1),
     ]
 
@@ -384,7 +416,7 @@ def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
     # the rerun's MERGE changes no row: with deletion vectors Delta commits no version for it
     history = crawldb_table.history(1).collect()
     assert history[0]["version"] == version
-    assert frontier.count() == 3
+    assert frontier.count() == 2
 
 
 def test_sitemap_hints_make_changed_pages_due_and_replace_a_default_interval(
@@ -456,3 +488,50 @@ def test_redirect_chains_end_past_max_redirects_and_bad_locations_say_why(spark,
         2: ("redirected", "too_many_redirects"),
         3: ("redirected", "bad_location"),
     }
+
+
+def test_a_fetched_urls_depth_is_the_shortest_way_found(spark, spark_cfg):
+    """A URL the fetch followed at depth 3 that crawldb knows at depth 1 stays at 1; one the
+    task reached in fewer links than planned (depth 1, crawldb 3) drops to 1; a URL new to
+    crawldb takes its fetch's depth."""
+    crawldb = frame(spark, CRAWLDB, [known(40, depth=1), known(41, depth=3)])
+    fetches = frame(
+        spark,
+        FETCHES,
+        [
+            fetch(40, "ok", 200, depth=3),
+            fetch(41, "ok", 200, depth=1),
+            fetch(42, "ok", 200, depth=2),
+        ],
+    )
+    texts = frame(
+        spark, TEXTS, [{"gen": GEN, "url_key": k, "content_hash": "h"} for k in (40, 41, 42)]
+    )
+    rows = crawldb_updates(fetches, texts, crawldb, GEN, spark_cfg).select("url_key", "depth")
+    assert sorted(tuple(r) for r in rows.collect()) == [(40, 1), (41, 1), (42, 2)]
+
+
+def test_a_redirect_to_a_known_url_offers_it_a_shorter_path(spark):
+    """Redirect targets crawldb holds deeper than the redirecting URL are offered its depth
+    (plan lowers crawldb's); those held as shallow or shallower are not."""
+    deep, close = "http://site.test/deep", "http://site.test/close"
+    crawldb = frame(
+        spark,
+        CRAWLDB,
+        [
+            {**known(url_key(deep), depth=4), "url": deep},
+            {**known(url_key(close), depth=1), "url": close},
+        ],
+    )
+    fetches = frame(
+        spark,
+        FETCHES,
+        [
+            fetch(50, "redirect", 301, depth=1, redirect_to=deep),
+            fetch(51, "redirect", 301, depth=2, redirect_to=close),
+        ],
+    )
+    rows = redirect_frontier(fetches, crawldb, GEN).collect()
+    assert [(r["url"], r["depth"], r["source_url"]) for r in rows] == [
+        (deep, 1, "http://site.test/50")
+    ]

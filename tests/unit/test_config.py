@@ -84,6 +84,9 @@ def test_resolve_table_from_set_and_file(tmp_path):
         ('network.nameservers=["8.8.8.8", "dns.google"]', ["nameservers", "'dns.google'"]),
         ('fetch.content_types=["html"]', ["fetch.content_types", "media types"]),
         ('spark.conf={"a" = {"b" = 1}}', ["spark.conf", "plain values"]),
+        # a speculative copy of a fetch task is a second fetcher of the same hosts
+        ('spark.conf={"spark.speculation" = "true"}', ["spark.conf", "spark.speculation"]),
+        ('spark.conf={"spark.speculation" = true}', ["spark.conf", "spark.speculation"]),
         ("maintain.min_files=0", ["maintain.min_files", "0", ">= 1"]),
         ("maintain.vacuum_hours=0", ["maintain.vacuum_hours", "0", "> 0"]),
         ("maintain.vacuum_hours=-168", ["maintain.vacuum_hours", "-168", "> 0"]),
@@ -162,6 +165,32 @@ def test_config_show_prints_the_effective_configuration_which_loads_back(tmp_pat
     cfg = load_config([shown])
     assert cfg == load_config(overrides=[s for s in sets if s != "--set"])
     assert cfg.crawl.max_depth == 5 and cfg.network.resolve == {"a.net": "127.0.0.2"}
+
+
+def test_config_show_masks_secret_spark_settings(tmp_path, capsys):
+    """issue 37: `crawl config show` printed spark.conf's S3 secret key."""
+    from crawllib.cli import main
+
+    config = tmp_path / "s3.toml"
+    config.write_text(
+        "[spark.conf]\n"
+        '"spark.hadoop.fs.s3a.access.key" = "AKIAEXAMPLE"\n'
+        '"spark.hadoop.fs.s3a.secret.key" = "wJalrXUtnFEMI/K7MDENG"\n'
+        '"spark.hadoop.fs.s3a.session.token" = "FwoGZXIvYXdzEXAMPLE"\n'
+        '"spark.hadoop.javax.jdo.option.ConnectionPassword" = "hunter2"\n'
+        '"spark.ssl.keyStorePassword" = "changeit"\n'
+        '"spark.hadoop.fs.azure.sas.fixed.token" = "sv=2020"\n'
+        '"spark.hadoop.fs.s3a.endpoint" = "http://127.0.0.1:9000"\n'
+        '"spark.sql.shuffle.partitions" = 4\n'
+    )
+    assert main(["config", "show", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    for secret in ("AKIAEXAMPLE", "wJalrXUtnFEMI", "FwoGZXIv", "hunter2", "changeit", "sv=2020"):
+        assert secret not in out, secret
+    assert '"spark.hadoop.fs.s3a.secret.key" = "(masked)"' in out
+    # what is no secret is shown as it is
+    assert '"spark.hadoop.fs.s3a.endpoint" = "http://127.0.0.1:9000"' in out
+    assert '"spark.sql.shuffle.partitions" = 4' in out
 
 
 def test_version_and_a_root_that_is_a_file(tmp_path, capsys):

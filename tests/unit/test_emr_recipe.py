@@ -60,7 +60,8 @@ def local_path(emr_path: str) -> Path:
 
 
 def test_the_recipe_has_its_files():
-    assert [p.name for p in STEP_FILES] == ["steps-generation.json", "steps-start.json"]
+    names = ["steps-generation.json", "steps-register.json", "steps-start.json"]
+    assert [p.name for p in STEP_FILES] == names
     assert (EMR / "configurations.json").is_file()
     assert (EMR / "bootstrap.sh").stat().st_mode & 0o111, "bootstrap.sh is not executable"
     assert build_dist.BOOTSTRAP == EMR / "bootstrap.sh"  # make dist ships this one
@@ -72,16 +73,15 @@ def test_each_step_submits_a_job_with_the_dist_files(path):
         assert step["ActionOnFailure"] in {"CONTINUE", "CANCEL_AND_WAIT", "TERMINATE_CLUSTER"}
         options, app, app_args = split_submit(submit_args(step))
         # one value per comma-separated option: a list survives the CLI's JSON, not shorthand
-        assert set(options) <= {"--deploy-mode", "--py-files", "--jars", "--archives", "--conf"}
+        # nothing shipped but crawllib.zip: the bootstrap unpacked the environment on every node
+        assert set(options) == {"--deploy-mode", "--py-files", "--jars"}
         assert options["--deploy-mode"] == ["client"]  # the driver's logs are the step's
         py_files = options["--py-files"][0].split(",")
         assert py_files[0] == OPT + "crawllib.zip"
         # the Delta jar also holds the `delta` Python module crawllib.tables imports
         assert set(py_files[1:]) == {"/usr/share/aws/delta/lib/delta-spark.jar"}
         assert set(options["--jars"][0].split(",")) == EMR_DELTA
-        assert options["--archives"] == [f"{OPT}{build_dist.ENV_ARCHIVE}#environment"]
-        assert options["--conf"] == ["spark.pyspark.python=./environment/bin/python"]
-        for value in [*py_files, options["--archives"][0].split("#")[0]]:
+        for value in py_files:
             if value.startswith(OPT):
                 assert value.removeprefix(OPT) in DIST_FILES, value
 
@@ -103,18 +103,45 @@ def test_the_start_step_seeds_and_the_generation_step_continues():
     assert split_submit(submit_args(generation))[1] == OPT + "jobs/generation.py"
 
 
-def test_configurations_enable_delta_and_give_pyspark_the_packed_environment():
+def test_the_register_step_puts_the_tables_in_the_catalog_the_profile_names():
+    from crawllib.config import load_config
+
+    (register,) = load_steps(EMR / "steps-register.json")
+    _, app, app_args = split_submit(submit_args(register))
+    assert app == OPT + "jobs/register.py"
+    args = build_parser().parse_args(["register", *app_args])
+    assert args.database == "crawl"
+    cfg = load_config([str(local_path(c)) for c in args.config])
+    # a catalog that outlives the session: EMR's metastore, which spark-hive-site makes Glue
+    assert cfg.spark.conf["spark.sql.catalogImplementation"] == "hive"
+
+
+def test_create_cluster_keeps_the_logs_and_ends_an_idle_cluster():
+    script = (EMR / "create-cluster.sh").read_text()
+    subprocess.run(["bash", "-n", str(EMR / "create-cluster.sh")], check=True)
+    assert (EMR / "create-cluster.sh").stat().st_mode & 0o111
+    assert "--release-label emr-spark-8.0.0" in script
+    assert '--log-uri "${LOG_URI}"' in script  # the client-mode drivers' logs
+    assert "--auto-termination-policy" in script and "IdleTimeout=" in script
+    assert "configurations.json" in script and "bootstrap.sh" in script
+
+
+def test_configurations_enable_delta_glue_and_give_pyspark_the_packed_environment():
     by_name = {
         c["Classification"]: c for c in json.loads((EMR / "configurations.json").read_text())
     }
-    assert set(by_name) == {"delta-defaults", "spark-env", "spark-defaults"}
+    assert set(by_name) == {"delta-defaults", "spark-env", "spark-defaults", "spark-hive-site"}
     assert by_name["delta-defaults"]["Properties"] == {"delta.enabled": "true"}
     (export,) = by_name["spark-env"]["Configurations"]
     assert export["Classification"] == "export"
     assert export["Properties"] == {"PYSPARK_PYTHON": ENV_PYTHON}
-    # Steps set spark.pyspark.python for their executors, which would take the client-mode
-    # driver along: the driver's own setting keeps it in the unpacked environment.
-    assert by_name["spark-defaults"]["Properties"] == {"spark.pyspark.driver.python": ENV_PYTHON}
+    # The driver (client mode) and the executors run the environment the bootstrap unpacked.
+    assert by_name["spark-defaults"]["Properties"] == {
+        "spark.pyspark.python": ENV_PYTHON,
+        "spark.pyspark.driver.python": ENV_PYTHON,
+    }
+    glue = "com.amazonaws.glue.catalog.metastore.AWSGlueDataCatalogHiveClientFactory"
+    assert by_name["spark-hive-site"]["Properties"] == {"hive.metastore.client.factory.class": glue}
 
 
 def test_bootstrap_unpacks_the_environment_where_the_configurations_point():
@@ -126,13 +153,15 @@ def test_bootstrap_unpacks_the_environment_where_the_configurations_point():
     assert "pip install" not in script  # nodes need nothing from PyPI
 
 
-def test_emr_profile_leaves_master_and_jars_to_the_cluster_and_keeps_the_ui():
+def test_emr_profile_leaves_master_jars_and_credentials_to_the_cluster_and_keeps_the_ui():
     from crawllib.config import load_config
 
     cfg = load_config([str(REPO / "conf" / "emr.toml")])
     assert cfg.spark.master == ""
     assert (cfg.spark.delta_jars, cfg.spark.s3_jars) == ("provided", "provided")
     assert cfg.spark.ui is True
+    # EMR's own credentials chain (runtime roles, Lake Formation) is not overridden
+    assert not [k for k in cfg.spark.conf if "credentials" in k]
 
 
 def test_packed_environment_links_python_and_holds_site_packages(tmp_path):

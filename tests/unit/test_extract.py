@@ -329,3 +329,29 @@ def test_rel_nofollow_links_follow_the_setting(follow):
         assert targets == ["plain", "nf", "nf2", "ugc", "sponsored"]
     else:
         assert targets == ["plain", "ugc", "sponsored"]
+
+
+def test_links_per_page_are_capped_to_the_first_targets():
+    """issue 37: links per page were not capped (a page of a million links)."""
+    anchors = "".join(f'<a href="/p{i}">page {i}</a><a href="/p{i}">again</a>' for i in range(3000))
+    body = f"<html><body><p>{'words ' * 50}</p>{anchors}</body></html>".encode()
+    default = extract_record(body, "http://a.test/", None, load_config())
+    assert [k["dst_url"] for k in default["links"]] == [f"http://a.test/p{i}" for i in range(1000)]
+    few = extract_record(
+        body, "http://a.test/", None, replace(load_config(), parse__max_links_per_page=7)
+    )
+    assert [k["anchor"] for k in few["links"]] == [f"page {i}" for i in range(7)]
+    none = extract_record(
+        body, "http://a.test/", None, replace(load_config(), parse__max_links_per_page=0)
+    )
+    assert none["links"] == [] and none["text"]
+
+
+def test_a_tag_of_numerous_attributes_is_cut_after_the_cap():
+    from crawllib.extract import MAX_ATTRIBUTES, cap_attributes
+
+    tag = "<div " + " ".join(f"a{i}=v" for i in range(3 * MAX_ATTRIBUTES)) + ">text</div>"
+    html = "<p id=x>before</p>" + tag + "<p>after</p>"
+    capped = cap_attributes(html)
+    assert capped.count("=") == MAX_ATTRIBUTES + 1 and "text</div><p>after</p>" in capped
+    assert cap_attributes("<p id=x>few</p>") == "<p id=x>few</p>"

@@ -133,10 +133,39 @@ def test_allow_private_still_refuses_metadata():
         ("100.64.0.1", "reserved_address"),
         ("169.254.169.254", "metadata_address"),
         ("100.100.100.200", "metadata_address"),
+        # IPv6 carrying IPv4 (issue 37): 6to4, Teredo (its client obfuscated), NAT64
+        ("2002:7f00:1::", "loopback_address"),
+        ("2002:7f00:0001:0:0:0:0:1", "loopback_address"),
+        ("2002:a9fe:a9fe::1", "metadata_address"),
+        ("2002:0a00:0001::1", "private_address"),
+        ("2002:0808:0808::1", None),  # 8.8.8.8
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", "loopback_address"),  # client 127.0.0.1
+        ("2001:0:a9fe:a9fe:8000:63bf:3fff:fdd2", "metadata_address"),  # server 169.254.169.254
+        ("64:ff9b::7f00:1", "loopback_address"),
+        ("64:ff9b::a9fe:a9fe", "metadata_address"),
     ],
 )
 def test_address_problems(address, kind):
     assert address_problem(address) == kind
+
+
+def test_carried_ipv4_is_checked_with_allow_private_too_and_in_literals_and_answers():
+    # the metadata address stays refused however it is wrapped
+    for wrapped in (
+        "2002:a9fe:a9fe::1",
+        "2001:0:4136:e378:8000:63bf:5601:5601",
+        "64:ff9b::a9fe:a9fe",
+    ):
+        assert address_problem(wrapped, allow_private=True) == "metadata_address", wrapped
+    assert host_problem("[2002:7f00:1::1]") == "loopback_address"
+    stub = StubDNS(
+        {"six.test": ["2002:7f00:1::1"], "teredo.test": ["2001:0:4136:e378:8000:63bf:80ff:fffe"]}
+    )
+    resolver = Resolver(network(resolve_only=False), stub)
+    for name in ("six.test", "teredo.test"):
+        with pytest.raises(ResolveError) as refused:
+            resolve(resolver, name)
+        assert refused.value.kind == "loopback_address", name
 
 
 def test_host_problems():

@@ -164,3 +164,52 @@ def test_by_address_links_are_followed_to_the_hosts_of_the_slot_only():
         assert server.hits_of("b.site2.org") == []
     assert fetches["http://c.site3.net/x"]["source_url"] == "http://a.site1.net/"
     assert "http://b.site2.org/x" not in fetches
+
+
+def test_a_slot_follows_breadth_first_and_a_shorter_path_in_the_task_lowers_a_queued_url():
+    """Planned: / (depth 0) and /deep (depth 2, planned from another host's link) and /far
+    (depth 3, linked from nowhere here). / links /deep (1 link) and /a; /a links /b. Breadth
+    first: /deep is fetched at depth 1 (the shorter path found in the task), before /b (2),
+    and /far (3) waits for the extraction of the depth-1 pages (their links would be 2) and
+    comes last."""
+    with LocalWeb() as server:
+        server.text("a.site1.net", "/", page("/deep", "/a"), content_type="text/html")
+        server.text("a.site1.net", "/a", page("/b"), content_type="text/html")
+        for path in ("/b", "/deep", "/far"):
+            server.text("a.site1.net", path, page(), content_type="text/html")
+        cfg = config(
+            server.resolve("a.site1.net"), politeness__default_delay=DELAY, crawl__max_depth=3
+        )
+        base = "http://a.site1.net"
+        planned = [row(f"{base}/far", 3), row(f"{base}/deep", 2), row(f"{base}/", 0)]
+        # planned URLs are in crawldb: known to the follower
+        known = follow_row(10, f"{base}/deep", f"{base}/far", f"{base}/")
+        records = list(fetch_rows(planned, cfg, (), follow_rows=[known]))
+        order = [h.path_qs for h in server.hits_of("a.site1.net") if h.path_qs != "/robots.txt"]
+    fetches = {r["url"]: r for r in records if r["record"] == "fetch"}
+    assert order[0] == "/"
+    assert set(order[1:3]) == {"/a", "/deep"}
+    assert order[3:] == ["/b", "/far"]
+    assert {u: (r["depth"], r["source_url"]) for u, r in fetches.items()} == {
+        f"{base}/": (0, None),
+        f"{base}/a": (1, f"{base}/"),
+        f"{base}/deep": (1, None),  # planned, now at the depth of the shorter path
+        f"{base}/b": (2, f"{base}/a"),
+        f"{base}/far": (3, None),
+    }
+
+
+def test_the_row_queue_pops_shallowest_first_and_requeues_a_lowered_url():
+    from crawllib.fetch.slots import RowQueue
+
+    queue = RowQueue([row("http://h.net/c", 2), row("http://h.net/a", 0), row("http://h.net/b", 2)])
+    assert queue.lower(url_key("http://h.net/b"), 1)
+    assert not queue.lower(url_key("http://h.net/b"), 1)  # not shorter
+    assert not queue.lower(url_key("http://h.net/x"), 0)  # not queued
+    assert len(queue) == 3 and queue.next_depth() == 0
+    assert [(r["url"], r["depth"]) for r in (queue.popleft() for _ in range(3))] == [
+        ("http://h.net/a", 0),
+        ("http://h.net/b", 1),
+        ("http://h.net/c", 2),
+    ]
+    assert not queue and queue.next_depth() is None

@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
 
-from crawllib.config import load_config, replace
+from crawllib.config import Config, load_config, replace
 from crawllib.fetch.client import Fetched
 from crawllib.fetch.engine import _Run
 from crawllib.fetch.slots import Slot
@@ -68,6 +68,20 @@ def turn(slot: Slot, clock: FakeClock, deadline: float = math.inf) -> float:
 
 def gaps_of(starts: list[float]) -> list[float]:
     return [b - a for a, b in zip(starts, starts[1:], strict=False)]
+
+
+def with_run(cfg: Config, scenario: Callable[[_Run], Any]) -> Any:
+    """``scenario(run)`` with the state of an engine call (its rules; no request made), on a
+    running event loop; its result."""
+
+    async def go() -> Any:
+        run = _Run(cfg, (), lambda record: None, time.time)
+        try:
+            return scenario(run)
+        finally:
+            await run.resolver.close()
+
+    return asyncio.run(go())
 
 
 def test_slot_delay_crawl_delay_and_backoff():
@@ -163,29 +177,25 @@ def test_the_engine_honours_retry_after_in_full_and_defers_past_the_cap():
         fetch__retry_after_cap=0.6,
     )
 
-    async def scenario() -> list[Any]:
-        run = _Run(cfg, (), lambda record: None, time.time)
-        try:
-            out = []
-            for retry_after in (3600.0, 0.4, None):
-                clock = FakeClock()
-                slot = Slot.from_config("h", cfg.politeness, clock=clock)
-                run.clock, run.slice_end = clock, clock.now + 100
-                t0 = turn(slot, clock)
-                got = Fetched(Outcome.HTTP_ERROR, http_status=503, retry_after=retry_after)
-                run._after(slot, got)
-                held = run._held(slot)
-                out.append(held)
-                if held is None:
-                    out += [turn(slot, clock) - t0, slot.delay]
-                else:  # nothing shortened: the wait is the whole Retry-After
-                    out.append(slot.earliest_start() - t0)
-            return out
-        finally:
-            await run.resolver.close()
+    def scenario(run: _Run) -> list[Any]:
+        out = []
+        for retry_after in (3600.0, 0.4, None):
+            clock = FakeClock()
+            slot = Slot.from_config("h", cfg.politeness, clock=clock)
+            run.clock, run.slice_end = clock, clock.now + 100
+            t0 = turn(slot, clock)
+            got = Fetched(Outcome.HTTP_ERROR, http_status=503, retry_after=retry_after)
+            run._after(slot, got)
+            held = run._held(slot)
+            out.append(held)
+            if held is None:
+                out += [turn(slot, clock) - t0, slot.delay]
+            else:  # nothing shortened: the wait is the whole Retry-After
+                out.append(slot.earliest_start() - t0)
+        return out
 
     # 3600 s: above the cap, deferred (not sped up); 0.4 s: waited; none: the doubled delay
-    assert asyncio.run(scenario()) == pytest.approx(
+    assert with_run(cfg, scenario) == pytest.approx(
         ["retry_after", 3600.0, None, 0.4, 0.2, None, 0.2, 0.2]
     )
 
@@ -193,28 +203,24 @@ def test_the_engine_honours_retry_after_in_full_and_defers_past_the_cap():
 def test_a_wait_past_the_slice_end_defers_with_its_cause():
     cfg = replace(load_config(), politeness__default_delay=1.0, politeness__jitter=0.0)
 
-    async def scenario() -> list[str | None]:
-        run = _Run(cfg, (), lambda record: None, time.time)
-        try:
-            clock = FakeClock()
-            run.clock, run.slice_end = clock, clock.now + 5
-            slot = Slot.from_config("h", cfg.politeness, clock=clock)
-            out = [run._held(slot)]  # nothing yet
-            turn(slot, clock)
-            out.append(run._held(slot))  # the default delay never defers
-            slot.failures = 3  # 8 s after the last request: past the slice end
-            out.append(run._held(slot))
-            slot.failures = 0
-            slot.set_crawl_delay(20)
-            out.append(run._held(slot))
-            slot.crawl_delay = 0
-            slot.record_down(1)  # a cool-down
-            out.append(run._held(slot))
-            return out
-        finally:
-            await run.resolver.close()
+    def scenario(run: _Run) -> list[str | None]:
+        clock = FakeClock()
+        run.clock, run.slice_end = clock, clock.now + 5
+        slot = Slot.from_config("h", cfg.politeness, clock=clock)
+        out = [run._held(slot)]  # nothing yet
+        turn(slot, clock)
+        out.append(run._held(slot))  # the default delay never defers
+        slot.failures = 3  # 8 s after the last request: past the slice end
+        out.append(run._held(slot))
+        slot.failures = 0
+        slot.set_crawl_delay(20)
+        out.append(run._held(slot))
+        slot.crawl_delay = 0
+        slot.record_down(1)  # a cool-down
+        out.append(run._held(slot))
+        return out
 
-    assert asyncio.run(scenario()) == [None, None, "backoff", "crawl_delay", "host_unreachable"]
+    assert with_run(cfg, scenario) == [None, None, "backoff", "crawl_delay", "host_unreachable"]
 
 
 def test_state_round_trip_spaces_the_next_call_from_the_last_request():

@@ -144,6 +144,7 @@ def config(resolve: dict[str, str], **changes):
         "fetch__soft404_probe": False,
         "politeness__default_delay": 0.0,
         "politeness__jitter": 0.0,
+        "politeness__adaptive": False,  # it would follow the machine's load (conftest.py)
         "fetch__connect_timeout": 2.0,
         "fetch__total_timeout": 5.0,
         "network__resolve": resolve,

@@ -25,16 +25,37 @@ def test_plain_lines_when_not_a_terminal(caplog):
     assert "1/2 pages=10" in caplog.text
 
 
-def test_bar_redraws_in_place_and_ends_the_line():
+def test_a_bar_per_stage_with_rate_time_left_and_figures():
     out = FakeTty()
     progress.use_terminal_bar(out)
     try:
         progress.report("fetch gen 0", 1, 2, pages=5)
+        progress.write("a log line")  # above the bar, which is drawn again below it
         progress.report("fetch gen 0", 2, 2, pages=9)
     finally:
         progress.use_terminal_bar(io.StringIO())
     text = out.getvalue()
-    assert text.count("\r") == 2 and text.endswith("2/2 pages=9\n")
+    last = text.rsplit("\r", 1)[-1]
+    assert last.startswith("fetch gen 0: 100%") and last.endswith("\n")
+    assert "2/2 [" in last and "URLs/s" in last and "pages=9" in last  # done/total, rate
+    assert "1/2 [" in text and "<" in text  # elapsed<left: the time left after step 1
+    assert "a log line\n" in text
+
+
+def test_a_stage_that_started_before_its_first_report_counts_from_then(monkeypatch):
+    """A bar starts when the step before it in the command reported (the stages run one
+    after another), so the rate after a first slice is the slice's, not infinite."""
+    out = FakeTty()
+    clock = [1000.0]
+    monkeypatch.setattr(progress.time, "time", lambda: clock[0])
+    progress.use_terminal_bar(out)
+    try:
+        clock[0] = 1010.0  # the fetch's first slice of 10 URLs took 10 s
+        progress.report("fetch gen 0", 10, 20)
+        (bar,) = progress._bars.values()
+        assert bar.start_t == 1000.0
+    finally:
+        progress.use_terminal_bar(io.StringIO())
 
 
 def test_default_streams_are_the_current_ones(monkeypatch):
@@ -50,5 +71,5 @@ def test_default_streams_are_the_current_ones(monkeypatch):
         progress.report("fetch gen 0", 1, 1)
     finally:
         progress.use_terminal_bar(io.StringIO())
-    assert err.getvalue().endswith("1/1 \n")
+    assert "1/1 [" in err.getvalue() and err.getvalue().endswith("\n")
     assert write_table(["a"], [(1,)]) == 1 and "| 1 |" in out.getvalue()

@@ -33,6 +33,7 @@ from crawllib.fetch import fetch_rows
 from crawllib.fetch.client import Fetched
 from crawllib.fetch.robots_fetch import REDIRECT_DOWN_KINDS
 from crawllib.records import (
+    CheckpointRecord,
     EngineRecord,
     Extracted,
     FetchInput,
@@ -127,6 +128,7 @@ def test_fetch_record_keys_beyond_the_tables():
         "record",
         "error_detail",
         "extracted",  # becomes a texts row and links rows
+        "refetched",  # counted by the fetch stage (refetched_after_retry)
     }
 
 
@@ -148,10 +150,12 @@ def test_the_engine_input_is_fetchlist_columns():
 
 
 def test_record_kinds_are_the_vocabulary():
-    declarations = (FetchRecord, RobotsRecord, HostRecord, SitemapRecord, ProbeRecord)
+    declarations = (
+        FetchRecord, RobotsRecord, HostRecord, SitemapRecord, ProbeRecord, CheckpointRecord
+    )  # fmt: skip
     kinds = [typing.get_args(fields(d)["record"]) for d in declarations]
     assert kinds == [(Record.FETCH,), (Record.ROBOTS,), (Record.HOST,), (Record.SITEMAP,),
-                     (Record.PROBE,)]  # fmt: skip
+                     (Record.PROBE,), (Record.CHECKPOINT,)]  # fmt: skip
     assert words(Record) == tuple(kind for (kind,) in kinds)
     assert set(typing.get_args(EngineRecord)) == set(declarations)
 
@@ -179,6 +183,7 @@ def test_a_request_result_is_a_fetch_record_without_the_row_identity():
         "fetched_at",
         "extracted",
         "source_url",
+        "refetched",  # whether the engine asked for this URL before in the task
     }
     record = {k: v for k, v in fields(FetchRecord).items() if k not in identity}
     assert typing.get_type_hints(Fetched) == record
@@ -205,7 +210,7 @@ def test_redirect_down_kinds_cover_the_host_down_kinds():
 
 def test_spark_side_modules_never_import_aiohttp():
     code = (
-        "import sys, crawllib.records, crawllib.transforms.fetch\n"
+        "import sys, crawllib.records, crawllib.transforms.fetch, crawllib.stages.fetch\n"
         "assert 'aiohttp' not in sys.modules, 'aiohttp imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

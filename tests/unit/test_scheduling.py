@@ -30,7 +30,7 @@ def at(seconds: float) -> dt.datetime:
 
 def done(*gens: int, through: str = "update") -> dict[tuple[int, str], str]:
     """States of generations ``gens`` with every stage up to ``through`` done."""
-    stages = ["plan", "fetch", "parse", "update"]
+    stages = ["plan", "fetch", "update"]
     return {(g, s): "done" for g in gens for s in stages[: stages.index(through) + 1]}
 
 
@@ -38,8 +38,7 @@ def test_prerequisites_chain_the_stages_and_the_generations():
     assert prerequisite(0, "plan") is None
     assert prerequisite(3, "plan") == (2, "update")
     assert prerequisite(3, "fetch") == (3, "plan")
-    assert prerequisite(3, "parse") == (3, "fetch")
-    assert prerequisite(3, "update") == (3, "parse")
+    assert prerequisite(3, "update") == (3, "fetch")
 
 
 def test_next_gen_is_the_first_unfinished_generation():
@@ -47,7 +46,9 @@ def test_next_gen_is_the_first_unfinished_generation():
     assert next_gen(done(0, 1)) == 2
     assert next_gen({**done(0), **done(1, through="fetch")}) == 1
     # a generation whose update failed is still the one due
-    assert next_gen({**done(0), **done(1, through="parse"), (1, "update"): "failed"}) == 1
+    assert next_gen({**done(0), **done(1, through="fetch"), (1, "update"): "failed"}) == 1
+    # an older root's parse rows are no stage any more: update of 1 is what is missing
+    assert next_gen({**done(0), **done(1, through="fetch"), (1, "parse"): "done"}) == 1
     # a started generation below a finished one (a forced rerun) comes first
     assert next_gen({**done(0, 2), (1, "plan"): "running"}) == 1
 
@@ -66,11 +67,11 @@ def test_maintain_every_k_runs_after_generations_that_are_multiples_of_k():
 
 
 def test_due_gen_gives_each_stage_the_generation_it_should_run():
-    states = {**done(0, 1), **done(2, through="fetch"), (2, "parse"): "failed"}
+    states = {**done(0, 1), **done(2, through="plan"), (2, "fetch"): "failed"}
     assert due_gen(states, "plan") == 2  # generation 2 is not finished
-    assert due_gen(states, "fetch") == 2  # the last it has done: reported as already done
-    assert due_gen(states, "parse") == 2  # fetch of 2 done, its parse not
-    assert due_gen(states, "update") == 1  # parse of 2 not done: nothing new for update
+    assert due_gen(states, "plan") == 2
+    assert due_gen(states, "fetch") == 2  # plan of 2 done, its fetch not
+    assert due_gen(states, "update") == 1  # fetch of 2 not done: nothing new for update
     assert due_gen({}, "plan") == 0
     assert due_gen({}, "fetch") == 0  # nothing planned: run_stage refuses (stage order)
     # two generations ready for one stage: the lower first
@@ -79,11 +80,11 @@ def test_due_gen_gives_each_stage_the_generation_it_should_run():
 
 
 def test_should_run_skips_done_stages_refuses_out_of_order_and_names_the_missing_stage():
-    states = done(0, through="fetch")
-    assert should_run(states, 0, "parse")
-    assert not should_run(states, 0, "fetch")  # done: skipped
-    assert should_run(states, 0, "fetch", force=True)
-    with pytest.raises(StageOrderError, match="cannot run update of generation 0: parse of"):
+    states = done(0, through="plan")
+    assert should_run(states, 0, "fetch")
+    assert not should_run(states, 0, "plan")  # done: skipped
+    assert should_run(done(0, through="fetch"), 0, "fetch", force=True)
+    with pytest.raises(StageOrderError, match="cannot run update of generation 0: fetch of"):
         should_run(states, 0, "update")
     with pytest.raises(StageOrderError, match="update of generation 0 is not done"):
         should_run(states, 1, "plan")
@@ -93,7 +94,7 @@ def test_should_run_skips_done_stages_refuses_out_of_order_and_names_the_missing
         should_run(states, 0, "crawl")
     # a plan forced after its fetch started would record a plan that is not the one fetched
     with pytest.raises(StageOrderError, match="plan of generation 0 again: its fetch has started"):
-        should_run(states, 0, "plan", force=True)
+        should_run(done(0, through="fetch"), 0, "plan", force=True)
     assert should_run({**done(0), (1, "plan"): "failed"}, 1, "plan")
 
 
@@ -125,6 +126,6 @@ def run_rows(stage: str, *events: tuple[str, float, float | None]) -> list[RunRo
     ],
 )
 def test_the_latest_row_decides_a_stage_state_whatever_the_row_order(events, latest):
-    rows = run_rows("parse", *events)
-    assert latest_of(rows)[(0, "parse")].state == latest
-    assert latest_of(reversed(rows))[(0, "parse")].state == latest
+    rows = run_rows("fetch", *events)
+    assert latest_of(rows)[(0, "fetch")].state == latest
+    assert latest_of(reversed(rows))[(0, "fetch")].state == latest

@@ -53,10 +53,52 @@ def no_fetch(*args):
 def test_a_local_session_gets_delta_and_s3a_jars_from_the_cache(cache, monkeypatch):
     monkeypatch.setattr(session, "_resolve_packages", no_fetch)
     cfg = config(cache, "spark.master=local[2]")
-    conf = session.spark_conf(cfg)
+    conf = session.spark_conf(cfg, ["s3a://bucket/crawl"])
     assert [Path(j).name for j in conf["spark.jars"].split(",")] == [*DELTA_JARS, *S3_JARS]
     assert "spark.jars.packages" not in conf  # nothing resolved: no network
     assert session.fetch_s3_jars(cfg) == [str(cache / session.S3_JARS_DIR / n) for n in S3_JARS]
+    assert session.fetch_delta_jars(cfg) == [str(cache / "jars" / n) for n in sorted(DELTA_JARS)]
+
+
+@pytest.mark.parametrize(
+    ("uris", "overrides", "needed"),
+    [
+        (["/data/crawl", "seeds.txt"], [], False),  # `crawl demo`, a local crawl
+        (["/data/crawl", None], [], False),
+        (["/data/crawl", "s3a://bucket/seeds.txt"], [], True),
+        (["s3://bucket/crawl"], [], True),
+        (["/data/crawl"], ["crawl.exclude_file=s3a://bucket/exclude.txt"], True),
+        (["/data/crawl"], ['spark.conf={"spark.hadoop.fs.s3a.endpoint" = "http://x"}'], True),
+    ],
+)
+def test_the_s3a_jars_only_when_a_uri_or_the_config_needs_them(cache, uris, overrides, needed):
+    cfg = config(cache, "spark.master=local[2]", *overrides)
+    assert session.needs_s3(cfg, uris) is needed
+    jars = session.spark_conf(cfg, uris)["spark.jars"]
+    assert (session.S3_JARS_DIR in jars) is needed
+
+
+def test_a_session_crawl_starts_logs_through_the_shipped_log4j_file(cache):
+    user = ['spark.conf={"spark.driver.extraJavaOptions" = "-Dx=1"}']
+    conf = session.spark_conf(config(cache, "spark.master=local[2]", *user))
+    assert conf["spark.driver.extraJavaOptions"] == f"{session.QUIET_LOG4J} -Dx=1"
+    assert session.LOG4J2.is_file()
+    under_submit = session.spark_conf(config(cache, "spark.master="))
+    assert "spark.driver.extraJavaOptions" not in under_submit  # spark-submit's JVM runs
+
+
+def test_adaptive_execution_is_off_on_one_machine_unless_the_config_turns_it_on(cache):
+    local = session.spark_conf(config(cache, "spark.master=local[2]"))
+    assert local["spark.sql.adaptive.enabled"] == "false"
+    on = ['spark.conf={"spark.sql.adaptive.enabled" = "true"}']
+    assert (
+        session.spark_conf(config(cache, "spark.master=local[2]", *on))[
+            "spark.sql.adaptive.enabled"
+        ]
+        == "true"
+    )
+    cluster = session.spark_conf(config(cache, "spark.master="))
+    assert "spark.sql.adaptive.enabled" not in cluster  # the cluster's default (on)
 
 
 @pytest.mark.parametrize(
@@ -68,8 +110,8 @@ def test_a_local_session_gets_delta_and_s3a_jars_from_the_cache(cache, monkeypat
 )
 def test_no_s3a_jars_when_provided_or_under_spark_submit(cache, overrides):
     cfg = config(cache, *overrides)
-    assert not session.adds_s3_jars(cfg)
-    jars = session.spark_conf(cfg).get("spark.jars", "")
+    assert not session.adds_s3_jars(cfg, ["s3a://bucket/crawl"])
+    jars = session.spark_conf(cfg, ["s3a://bucket/crawl"]).get("spark.jars", "")
     assert session.S3_JARS_DIR not in jars
 
 
@@ -116,3 +158,9 @@ def test_an_incomplete_or_outdated_cache_is_fetched_again_once(cache, monkeypatc
     assert fetched == [(session.S3_PACKAGES, session.S3_EXCLUDES)]
     assert sorted(p.name for p in s3.iterdir()) == ["a.jar", "b.jar", session.S3_MANIFEST]
     assert [p.name for p in cache.iterdir() if p.name.startswith("s3-ivy-")] == []
+
+
+def test_speculation_is_off_in_every_session_the_crawler_starts(cache):
+    # a copy of a fetch task is a second fetcher of the same hosts (spark.conf refuses it)
+    conf = session.spark_conf(config(cache, "spark.master=local[2]"))
+    assert conf["spark.speculation"] == "false"

@@ -641,3 +641,53 @@ def test_hosts_are_served_from_several_loopback_addresses_some_shared():
         ("site0.net", "127.0.0.1"),
         ("site1.com", "127.0.0.2"),
     ]
+
+
+def test_placed_hosts_share_a_server_with_the_opt_in_hosts_of_the_politeness_scenario():
+    shared = ("throttled.org", "overloaded.net", "crawldelay60.org")
+    spec = WebSpec(
+        hosts=2,
+        addresses=3,
+        special_hosts=(*shared, "slowserver.net"),
+        placed=(("site0.net", 1), *((h, 1) for h in shared), ("slowserver.net", 2)),
+        slow_seconds=0.3,
+    )
+    with serve_in_thread(spec) as web:
+        resolve = web.resolve
+        assert {h: resolve[h].rsplit(":", 1)[0] for h in web.hosts} == {
+            "site0.net": "127.0.0.2",  # placed: regular host 0 would be on .1
+            "site1.com": "127.0.0.2",
+            **dict.fromkeys(shared, "127.0.0.2"),
+            "slowserver.net": "127.0.0.3",
+        }
+        assert [get(web, "overloaded.net", p)[0] for p in ("/", "/x.html")] == [503, 503]
+        assert get(web, "overloaded.net", "/robots.txt")[0] == 200
+        assert b"Crawl-delay: 60" in get(web, "crawldelay60.org", "/robots.txt")[2]
+        assert b"/c/1.html" in get(web, "crawldelay60.org", "/")[2]
+        start = time.monotonic()
+        assert get(web, "slowserver.net", "/robots.txt")[0] == 200  # robots.txt slow too
+        assert b"/s/1.html" in get(web, "slowserver.net", "/")[2]
+        assert get(web, "slowserver.net", "/s/2.html")[0] == 200
+        assert get(web, "slowserver.net", "/sitemap.xml")[0] == 404  # a slow 404
+        assert time.monotonic() - start >= 4 * 0.3
+    with pytest.raises(ValueError, match="cannot place"):
+        Site(WebSpec(hosts=2, addresses=2, placed=(("site0.net", 2),)))
+
+
+def test_a_slow_address_answers_slowly_whatever_host_is_asked():
+    spec = WebSpec(hosts=4, addresses=2, special=False, slow_addresses=(1,), slow_seconds=0.4)
+    with serve_in_thread(spec) as web:
+
+        def seconds(host: str, path: str) -> float:
+            address = web.resolve[host].rsplit(":", 1)[0]
+            conn = http.client.HTTPConnection(address, web.port, timeout=10)
+            start = time.monotonic()
+            conn.request("GET", path, headers={"Host": host})
+            assert conn.getresponse().status == 200
+            conn.close()
+            return time.monotonic() - start
+
+        # site1.com and blog.site3.net on 127.0.0.2, site0.net on 127.0.0.1
+        assert seconds("site1.com", "/") >= 0.4
+        assert seconds("blog.site3.net", "/robots.txt") >= 0.4
+        assert seconds("site0.net", "/") < 0.4

@@ -1,0 +1,180 @@
+"""Depth is the shortest path: plan lowers crawldb's depths to what the frontier offers, and
+the pages whose depth drops pass it on through their links and redirects, wave after wave; a
+URL filtered for depth that comes within crawl.max_depth is planned again."""
+
+from __future__ import annotations
+
+import pytest
+
+from crawllib import tables
+from crawllib.config import replace
+from crawllib.schemas import CRAWLDB, FETCHES, FRONTIER, LINKS
+from crawllib.stages import plan as plan_stage
+from crawllib.stages.base import StageRun
+from crawllib.urls import host_of, registered_domain, url_key
+
+MAX_DEPTH = 3
+A, P, Q, F_, G, R, S, N = (
+    "http://a.net/",
+    "http://b.net/p",  # fetched at depth 3 (found deep in its own host first)
+    "http://b.net/q",  # P's link: filtered at depth 4
+    "http://b.net/far",  # P's link: fetched at depth 3
+    "http://d.net/g",  # F's link: filtered at depth 5
+    "http://b.net/r",  # redirected at depth 3, to S
+    "http://c.net/s",  # filtered at depth 4
+    "http://e.net/n",  # P's link, new in the frontier at depth 4
+)
+
+
+def rows_of(spark, schema, rows):
+    return spark.createDataFrame(
+        [tuple(r.get(f.name) for f in schema.fields) for r in rows], schema
+    )
+
+
+def known(url, status, depth, reason=None, gen=0):
+    host = host_of(url)
+    return {
+        "url_key": url_key(url),
+        "url": url,
+        "host": host,
+        "domain": registered_domain(host),
+        "status": status,
+        "reason": reason,
+        "attempts": 1 if status != "filtered" else 0,
+        "depth": depth,
+        "first_gen": gen,
+        "last_gen": gen if status != "filtered" else None,
+    }
+
+
+def link(src, dst, gen=0):
+    return {
+        "gen": gen,
+        "slice": 0,
+        "src_key": url_key(src),
+        "src_url": src,
+        "dst_key": url_key(dst),
+        "dst_url": dst,
+        "dst_host": host_of(dst),
+    }
+
+
+def offer(url, depth, source, gen=1, reason="link"):
+    host = host_of(url)
+    return {
+        "gen": gen,
+        "url": url,
+        "url_key": url_key(url),
+        "host": host,
+        "domain": registered_domain(host),
+        "depth": depth,
+        "source_url": source,
+        "reason": reason,
+    }
+
+
+def crawl_state(spark, root, frontier):
+    """Generation 0 done: A fetched (depth 0); P and F fetched at depth 3 (the long way); Q and
+    G filtered for depth; R redirected at depth 3 to S, filtered at depth 4."""
+    crawldb = [
+        known(A, "fetched", 0),
+        known(P, "fetched", 3),
+        known(F_, "fetched", 3),
+        known(Q, "filtered", 4, "depth"),
+        known(G, "filtered", 5, "depth"),
+        known(R, "redirected", 3),
+        known(S, "filtered", 4, "depth"),
+    ]
+    tables.append(rows_of(spark, CRAWLDB, crawldb), root, "crawldb")
+    links = [link(A, "http://a.net/x"), link(P, Q), link(P, F_), link(P, N), link(F_, G)]
+    tables.append(rows_of(spark, LINKS, links), root, "links")
+    fetches = [
+        {
+            "gen": 0,
+            "slice": 0,
+            "url_key": url_key(R),
+            "url": R,
+            "host": "b.net",
+            "depth": 3,
+            "outcome": "redirect",
+            "http_status": 301,
+            "redirect_to": S,
+        }
+    ]
+    tables.append(rows_of(spark, FETCHES, fetches), root, "fetches")
+    tables.append(rows_of(spark, FRONTIER, frontier), root, "frontier")
+
+
+def depths(spark, root):
+    return {
+        r["url"]: (r["status"], r["depth"]) for r in tables.read(spark, root, "crawldb").collect()
+    }
+
+
+def fetchlist(spark, root, gen):
+    rows = tables.read(spark, root, "fetchlist").where(f"gen = {gen}").collect()
+    return {r["url"]: r["depth"] for r in rows}
+
+
+EXPECTED_PLAN = {Q: 2, G: 3, S: 1, N: 2}
+EXPECTED_CRAWLDB = {
+    A: ("fetched", 0),
+    P: ("fetched", 1),  # fetched pages keep their status; their depth drops
+    F_: ("fetched", 2),
+    Q: ("queued", 2),  # filtered for depth, within it now: planned again
+    G: ("queued", 3),  # two waves away from P
+    R: ("redirected", 1),
+    S: ("queued", 1),  # a redirect is no link: R's depth
+    N: ("queued", 2),  # new in the frontier at depth 4, lowered through P in the same plan
+}
+
+
+@pytest.fixture
+def cfg(spark_cfg):
+    return replace(spark_cfg, crawl__max_depth=MAX_DEPTH, generate__max_per_host=20)
+
+
+def test_shorter_paths_lower_depths_through_links_and_redirects_and_replan_what_comes_within(
+    spark, cfg, new_root
+):
+    frontier = [offer(P, 1, A), offer(R, 1, A), offer(N, 4, P), offer(Q, 4, P)]
+    crawl_state(spark, new_root, frontier)
+    assert plan_stage.has_work(spark, new_root, cfg, 1)
+
+    result = plan_stage.run(StageRun(spark, new_root, cfg, 1, first=True))
+
+    assert fetchlist(spark, new_root, 1) == EXPECTED_PLAN
+    assert depths(spark, new_root) == EXPECTED_CRAWLDB
+    assert result.planned == 4 and result.depth_lowered == 7  # six known URLs and N
+    assert result.filtered_depth == 0
+
+    # a rerun (after a crash) finds the depths lowered and plans the same URLs
+    again = plan_stage.run(StageRun(spark, new_root, cfg, 1))
+    assert fetchlist(spark, new_root, 1) == EXPECTED_PLAN
+    assert depths(spark, new_root) == EXPECTED_CRAWLDB
+    assert again.planned == 4 and again.depth_lowered == 0
+
+
+def test_an_offer_that_changes_nothing_plan_does_is_no_work(spark, cfg, new_root):
+    """A frontier offering only depths no better than crawldb's (or a fetched page's depth at
+    the cap, whose links would be past it) leaves nothing to plan."""
+    crawl_state(spark, new_root, [offer(P, 3, A), offer(Q, 4, A), offer(F_, MAX_DEPTH, A)])
+    assert not plan_stage.has_work(spark, new_root, cfg, 1)
+
+
+def test_a_root_from_before_shortest_paths_is_relaxed_from_all_its_pages_once(spark, cfg, new_root):
+    """No frontier offers at all, but crawldb lacks its shortest-paths property: plan relaxes
+    every page's links (A links P) and sets the property once the depths are written."""
+    crawl_state(spark, new_root, [])
+    tables.append(rows_of(spark, LINKS, [link(A, P), link(A, R)]), new_root, "links")
+    tables.set_property(spark, new_root, "crawldb", tables.DEPTH_PROPERTY, None)
+    assert plan_stage.has_work(spark, new_root, cfg, 1)
+
+    result = plan_stage.run(StageRun(spark, new_root, cfg, 1, first=True))
+
+    assert fetchlist(spark, new_root, 1) == {Q: 2, G: 3, S: 1}
+    assert depths(spark, new_root) == {k: v for k, v in EXPECTED_CRAWLDB.items() if k != N}
+    assert result.depth_lowered == 6
+    prop = tables.property_of(spark, new_root, "crawldb", tables.DEPTH_PROPERTY)
+    assert prop == tables.DEPTH_SHORTEST
