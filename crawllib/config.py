@@ -358,7 +358,9 @@ class PolitenessConfig:
         "a server address (ip: plan resolves the hosts; a slot per address, each of its hosts "
         "keeping its own rules inside it)",
     )
-    default_delay: float = setting(1.0, "seconds between request starts to one host", at_least(0))
+    default_delay: float = setting(
+        1.0, "seconds from the end of one answer to the next request to one host", at_least(0)
+    )
     max_crawl_delay: float = setting(
         30.0,
         "a robots.txt Crawl-delay above this many seconds defers the host's URLs (never "
@@ -393,13 +395,13 @@ class PolitenessConfig:
     )
     address_delay: float = setting(
         0.0,
-        "with key = ip, seconds between request starts to one server address; 0: the rule, "
+        "with key = ip, seconds between two requests to one server address; 0: the rule, "
         "default_delay / the address's hosts with URLs queued, at least min_address_delay",
         at_least(0),
     )
     min_address_delay: float = setting(
         0.25,
-        "with key = ip and address_delay 0, the least seconds between request starts to one "
+        "with key = ip and address_delay 0, the least seconds between two requests to one "
         "server address, however many of its hosts are queued",
         at_least(0),
     )

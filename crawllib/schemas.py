@@ -249,7 +249,7 @@ ROBOTS = struct_of(
 # commit, read when a slice starts; with politeness.key = ip a row per host (slot: its name)
 # and one per server address (slot: the address). kind: host, domain or address; address: the
 # server address the host is paced within (key = ip) or its last request reached. delay:
-# seconds between request starts as of the last slice (backoff included; an address's by its
+# seconds from an answer's end to the next request as of the last slice (backoff included; an address's by its
 # rule, politeness.address_delay); response_seconds: the moving average of its response times
 # (robots.txt included); adaptive_delay: the delay they ask for (politeness.adaptive:
 # response_factor times it, up to max_delay); crawl_delay: as robots.txt asks (never

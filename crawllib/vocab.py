@@ -146,7 +146,7 @@ def is_probe_path(path: str) -> bool:
 
 
 class DelaySource:
-    """``hosts.delay_source``: what sets a slot's delay between request starts."""
+    """``hosts.delay_source``: what sets a slot's delay between two requests."""
 
     DEFAULT: Final = "default"  # politeness.default_delay
     CRAWL_DELAY: Final = "crawl_delay"  # robots.txt Crawl-delay

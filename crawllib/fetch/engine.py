@@ -832,7 +832,7 @@ class _Run:
 
     def _after(self, slot: Slot, got: Fetched) -> None:
         """What an answer (or its absence) teaches the slot: backoff, Retry-After in full, a
-        run of DNS/connect failures."""
+        run of DNS/connect failures, its response time; the next gap counts from now."""
         if got.error_kind in HOST_DOWN_KINDS:
             slot.record_down(HOST_DOWN_AFTER, got.error_kind)
         slot.record_status(got.http_status)
@@ -843,6 +843,7 @@ class _Run:
             slot.record_response(self.clock.time() - (slot.last_start or self.clock.time()))
         if got.ip:
             slot.address = got.ip
+        slot.ended()
 
     def _host_records(self, slot: Slot) -> list[HostRecord]:
         """The hosts rows of a slot at the end of the call: one; for an address, one per host

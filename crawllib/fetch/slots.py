@@ -1,9 +1,13 @@
 """Politeness slots: one per politeness key (host, registered domain or server address), Scrapy style.
 
-A slot holds its queue of rows and the time of its last request start. Before each request
-the slot's worker waits until ``last_start + delay * (1 + u * jitter)`` (u drawn per gap in
+A slot holds its queue of rows and the time of its last request. Before each request the
+slot's worker waits until ``last_start + delay * (1 + u * jitter)`` (u drawn per gap in
 [0, 1)) and any ``not_before`` (Retry-After, a down host's cool-down); one request at a time,
-because the worker awaits the whole response before asking for its next turn. All times are
+because the worker awaits the whole response before asking for its next turn. ``last_start``
+is when the last request left, and then when its answer ended (:meth:`Slot.ended`): the delay
+counts from the end of one answer to the next request, as in Nutch and Heritrix, so the
+server sees at least the delay between two requests whatever the network or its own queue
+delays the first by (a gap measured from the client's send shrinks by that much). All times are
 the slot's clock's: the running event loop's (``loop.time()``, :class:`LoopClock`) unless it
 is given another (a test's fake clock).
 
@@ -395,6 +399,15 @@ class Slot:
         self.last_start = self.clock.time()
         if self.server is not None:
             self.server.sent()
+
+    def ended(self) -> None:
+        """The request's answer has ended (or the request failed): the next gap counts from
+        now. The server saw the request before its answer ended, so it sees at least the
+        delay between the two."""
+        now = self.clock.time()
+        self.last_start = now if self.last_start is None else max(self.last_start, now)
+        if self.server is not None:
+            self.server.ended()
 
     def record_response(self, seconds: float) -> None:
         """An answer ended ``seconds`` after its request left: into the moving average of

@@ -25,11 +25,12 @@ GAP_TOLERANCE = 0.95  # a gap below delay × this is a violation (timer and cloc
 @dataclass(frozen=True)
 class Audit:
     """expected: pages a correct crawl fetches (HTML 200); fetched: those of them the log shows
-    answered 200; missing = expected - fetched; requests: every request of the agent, robots.txt,
-    sitemaps and soft-404 probes included; twice: URLs requested more than once;
-    robots_violations: requests of pages and probes that robots.txt disallows; overlaps: a
-    request to a host while another to it was in flight; short_gaps: consecutive request starts
-    to one host less than delay apart (× GAP_TOLERANCE)."""
+        answered 200; missing = expected - fetched; requests: every request of the agent, robots.txt,
+        sitemaps and soft-404 probes included; twice: URLs requested again after an answer that was
+    not a failure (a retry after a 5xx, a 429 or no answer is the crawler's duty, not a refetch);
+        robots_violations: requests of pages and probes that robots.txt disallows; overlaps: a
+        request to a host while another to it was in flight; short_gaps: consecutive request starts
+        to one host less than delay apart (× GAP_TOLERANCE)."""
 
     expected: int
     fetched: int
@@ -77,6 +78,12 @@ def is_page_request(path_qs: str) -> bool:
     return not is_probe_path(target.partition("?")[0])
 
 
+def failed(status: int) -> bool:
+    """Whether an answer asks for a retry: none (status 0: the connection closed before any
+    status line), a 5xx or a 429."""
+    return not status or status >= 500 or status == 429
+
+
 def audit(
     site: Site,
     log: Iterable[LogRecord],
@@ -90,12 +97,17 @@ def audit(
     expected = expected_fetches(site, max_depth, seeds=seeds)
     rules: dict[str, RobotsRules] = {}
     by_host: dict[str, list[LogRecord]] = collections.defaultdict(list)
-    counts: collections.Counter[str] = collections.Counter()
+    answered: set[str] = set()  # URLs that got an answer that was not a failure
+    twice: set[str] = set()
     fetched, denied = set(), 0
     for r in mine:
         by_host[r.host].append(r)
         target = origin_form(r.path_qs)
-        counts[f"{r.host}{target}"] += 1
+        key = f"{r.host}{target}"
+        if key in answered:
+            twice.add(key)
+        if not failed(r.status):
+            answered.add(key)
         probe = is_probe_path(target.partition("?")[0])
         if not (probe or is_page_request(target)):
             continue
@@ -114,7 +126,7 @@ def audit(
         fetched=len(expected & fetched),
         missing=len(expected - fetched),
         requests=len(mine),
-        twice=sum(1 for n in counts.values() if n > 1),
+        twice=len(twice),
         robots_violations=denied,
         overlaps=overlaps,
         short_gaps=short_gaps,

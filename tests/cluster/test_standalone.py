@@ -44,7 +44,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from crawllib import tables
+from crawllib import lease, seeding, tables
+from crawllib.config import replace
 from crawllib.session import cached_jars
 from crawllib.testing import WebSpec, serve_in_thread
 from crawllib.testing.audit import write_log
@@ -547,11 +548,10 @@ def test_a_generation_through_the_airflow_spark_submit_runner(
     ]
     (crawls / "local.toml").write_text("\n".join(definition) + "\n")
     # the crawl root with its seeds, as `crawl init` and `crawl seed` leave it
-    from crawllib import seeding
-    from crawllib.config import replace
-
-    tables.init_tables(spark, str(root))
-    seeding.seed(spark, str(root), str(seeds), replace(spark_cfg, network__resolve=web.resolve), 0)
+    cfg = replace(spark_cfg, network__resolve=web.resolve)
+    with lease.hold(str(root), "pytest", cfg):  # every table write needs the writer lease
+        tables.init_tables(spark, str(root))
+        seeding.seed(spark, str(root), str(seeds), cfg, 0)
 
     env = {k: v for k, v in cluster.env.items() if not k.startswith("PYSPARK_")}
     local = [

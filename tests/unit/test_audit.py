@@ -40,6 +40,8 @@ def test_missed_pages_forbidden_paths_short_gaps_and_overlaps_are_counted():
         request(9.0, "/p/3.html", agent="other-bot"),  # not ours: ignored
     ]
     log += [request(7.0, "http://site0.net/p/2.html")]  # as to a proxy: twice, in time
+    # a retry after a 503 is not a refetch: once, in time
+    log += [request(8.0, "/flaky.html", status=503), request(9.5, "/flaky.html")]
     found = audit(Site(SPEC), log, "crawllib/", max_depth=1, delay=1.0)
     assert (found.fetched, found.missing) == (4, 1)
     assert (found.twice, found.robots_violations) == (3, 1)
