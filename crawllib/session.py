@@ -271,6 +271,11 @@ def spark_conf(cfg: Config, uris: Sequence[str | None] = ()) -> dict[str, str]:
             # a third of a small generation's jobs, for partitions one machine does not need
             # coalesced (bench cost: measure 4c). spark.conf turns it back on.
             conf["spark.sql.adaptive.enabled"] = "false"
+            # Each join Spark chooses to broadcast is a Spark job of its own (a quarter of a
+            # small generation's jobs: 187 -> 142, bench cost); on one machine a sort-merge
+            # join inside the query's own job is as quick. The joins the crawler broadcasts on
+            # purpose (crawllib.transforms.lookup) say so with a hint, which still holds.
+            conf["spark.sql.autoBroadcastJoinThreshold"] = "-1"
         if LOG4J2.is_file():  # not when crawllib runs from a zip (--py-files)
             conf["spark.driver.extraJavaOptions"] = QUIET_LOG4J
     jars: list[str] = []

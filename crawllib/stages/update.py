@@ -324,9 +324,10 @@ def _write_frontier(
         return _frontier_counts(nexts)
     seen = fetches.select("url_key", "url", "depth")
     crawled = known.select("url_key", "url", "depth").unionByName(seen)
-    cash = link_cash(followed_links(links, marks, cfg), sources_of(texts, known), cfg)
+    outlinks = followed_links(links, marks, cfg, crawled.select("url_key", "depth"))
+    cash = link_cash(outlinks, sources_of(texts, known), cfg)
     depths = fetches.where(F.col("outcome") == Outcome.OK).select("url_key", "depth")
-    linked = next_frontier(followed_links(links, marks, cfg), depths, crawled, gen, cash)
+    linked = next_frontier(outlinks, depths, crawled, gen, cash)
     also_known = crawled.select("url_key", "depth").unionByName(linked.select("url_key", "depth"))
     listed = sitemap_frontier(sitemaps, also_known, gen, cfg.generate.internal_link_weight)
     redirected = redirect_frontier(fetches, known, gen, cfg.fetch.max_redirects)
@@ -364,7 +365,8 @@ def _merge_crawldb(
     """The crawldb MERGE of the fetched URLs and of the cash gen's links passed known URLs
     (transforms.priority), then, in a generation whose sitemaps listed URLs, their hints."""
     spark, root, cfg, gen = run.spark, run.root, run.cfg, run.gen
-    cash = link_cash(followed_links(links, marks, cfg), sources_of(texts, known), cfg)
+    depths = known.select("url_key", "depth").unionByName(fetches.select("url_key", "depth"))
+    cash = link_cash(followed_links(links, marks, cfg, depths), sources_of(texts, known), cfg)
     updates = crawldb_updates(fetches, texts, known, gen, cfg, cash=cash).unionByName(
         score_updates(cash, fetches, gen)
     )

@@ -322,19 +322,33 @@ def links_table(extracted: DataFrame) -> DataFrame:
     ).select(*columns_of(LINKS))
 
 
-def followed_links(links: DataFrame, marks: DataFrame, cfg: Config) -> DataFrame:
+def followed_links(
+    links: DataFrame, marks: DataFrame, cfg: Config, depths: DataFrame | None = None
+) -> DataFrame:
     """The links whose targets are queued and passed cash: not those of soft 404s, nor (unless
     parse.follow_duplicate_links) those of exact duplicates (the page they copy has the same
-    links, and is fetched).
+    links, and is fetched), unless the duplicate is fewer links from a seed than its first
+    copy: its links are then the shortest path to their targets (depth is the shortest path).
 
-    In: links rows; marks (url_key, duplicate_kind) of the generation's pages. Out: links
-    rows."""
-    kinds = [DuplicateKind.SOFT_404]  # a soft 404 is never expanded
+    In: links rows; marks (url_key, duplicate_of, duplicate_kind) of the generation's pages;
+    depths (url_key, depth) of the generation's pages and of their first copies (without it
+    every exact duplicate's links are dropped). Out: links rows."""
+    kind = F.col("duplicate_kind")
+    dropped = marks.where(kind == DuplicateKind.SOFT_404)  # a soft 404 is never expanded
     if not cfg.parse.follow_duplicate_links:
-        kinds.append(DuplicateKind.EXACT)
-    copies = marks.where(F.col("duplicate_kind").isin(*kinds)).select(
-        F.col("url_key").alias("src_key")
-    )
+        exact = marks.where(kind == DuplicateKind.EXACT)
+        if depths is not None:
+            least = depths.groupBy("url_key").agg(F.min("depth").alias("depth"))
+            own = least.select("url_key", F.col("depth").alias("_own"))
+            copy = least.select(
+                F.col("url_key").alias("duplicate_of"), F.col("depth").alias("_copy")
+            )
+            shallower = F.coalesce(F.col("_own") < F.col("_copy"), F.lit(False))
+            exact = (exact.join(own, "url_key", "left").join(copy, "duplicate_of", "left")).where(
+                ~shallower
+            )
+        dropped = dropped.select("url_key").unionByName(exact.select("url_key"))
+    copies = dropped.select(F.col("url_key").alias("src_key"))
     return links.join(copies, "src_key", "left_anti")
 
 

@@ -50,6 +50,7 @@ from crawllib.session import cached_jars
 from crawllib.testing import WebSpec, serve_in_thread
 from crawllib.testing.audit import write_log
 from crawllib.urls import normalize_url
+from crawllib.vocab import STAGES
 from tests.conftest import test_config_overrides
 
 pytestmark = [pytest.mark.cluster, pytest.mark.e2e]
@@ -560,7 +561,7 @@ def test_a_generation_through_the_airflow_spark_submit_runner(
         "--conf", f"spark.cores.max={WORKERS}",
         "--conf", "spark.databricks.delta.snapshotPartitions=2",
     ]  # fmt: skip
-    for stage in ("plan", "fetch", "parse", "update"):
+    for stage in STAGES:
         command = airflow_submit_command(crawls, stage, 0, cluster.url)
         assert command[0] == "spark-submit" and command[1:3] == ["--master", cluster.url]
         assert f"{opt}/crawllib-env.tar.gz#environment" in command  # --archives
@@ -577,12 +578,12 @@ def test_a_generation_through_the_airflow_spark_submit_runner(
         for r in tables.read(spark, str(root), "generations").collect()
         if r["state"] == "done"
     }
-    assert done == {"plan", "fetch", "parse", "update"}
-    # The four submits ran on the cluster (named as the crawl's spark.app_name, which the
+    assert done == set(STAGES)
+    # The three submits ran on the cluster (named as the crawl's spark.app_name, which the
     # session sets over spark-submit's --name), their executors in the shipped environment.
     state = cluster.state() or {}
     apps = [a for a in state.get("completedapps", []) if a["name"] == "crawllib"]
-    assert [a["state"] for a in apps] == ["FINISHED"] * 4, state
+    assert [a["state"] for a in apps] == ["FINISHED"] * len(STAGES), state
     executors = [
         d
         for work in cluster.work_dirs

@@ -14,7 +14,15 @@ DELAY = 0.1
 @pytest.mark.e2e
 def test_small_site_crawl_is_complete_polite_and_costs_more_than_its_floor(spark, tmp_path):
     r = bench_sites(
-        spark, str(tmp_path), hosts=3, pages=12, fanout=3, max_depth=3, delay=DELAY, scrapy=False
+        spark,
+        str(tmp_path),
+        hosts=3,
+        pages=12,
+        fanout=3,
+        max_depth=3,
+        delay=DELAY,
+        scrapy=False,
+        shape="tree",  # every home a seed: a generation follows each site whole
     )
     a = r["audit"]
     # Every page within 3 links of a home page: home and the 12 pages of each host, plus the

@@ -178,3 +178,30 @@ def test_a_root_from_before_shortest_paths_is_relaxed_from_all_its_pages_once(sp
     assert result.depth_lowered == 6
     prop = tables.property_of(spark, new_root, "crawldb", tables.DEPTH_PROPERTY)
     assert prop == tables.DEPTH_SHORTEST
+
+
+def test_an_exact_duplicate_nearer_a_seed_than_its_copy_passes_its_links_on(spark, cfg):
+    """An exact duplicate's links are its first copy's, so they are dropped (the copy queues
+    them), unless the duplicate is fewer links from a seed: then its links are the shortest
+    way to their targets (p/5.html at depth 2 copies p/5.html?a=1 at depth 3)."""
+    from crawllib.transforms.parse import followed_links
+
+    links = spark.createDataFrame(
+        [(1, 10), (2, 20), (3, 30), (4, 40)], "src_key long, dst_key long"
+    )
+    marks = spark.createDataFrame(
+        [(1, 11, "exact"), (2, 12, "exact"), (3, None, "soft_404")],
+        "url_key long, duplicate_of long, duplicate_kind string",
+    )
+    # 1 (depth 2) copies 11 (depth 3); 2 (depth 3) copies 12 (depth 1); 4 is no duplicate
+    depths = spark.createDataFrame(
+        [(1, 2), (11, 3), (11, 4), (2, 3), (12, 1), (3, 1), (4, 5)], "url_key long, depth int"
+    )
+
+    def kept(depths_=None, follow=False):
+        c = replace(cfg, parse__follow_duplicate_links=follow)
+        return sorted(r.src_key for r in followed_links(links, marks, c, depths_).collect())
+
+    assert kept(depths) == [1, 4]
+    assert kept() == [4]  # no depths: every exact duplicate's links are dropped
+    assert kept(depths, follow=True) == [1, 2, 4]  # a soft 404 never passes its links on

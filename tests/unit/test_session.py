@@ -90,6 +90,10 @@ def test_a_session_crawl_starts_logs_through_the_shipped_log4j_file(cache):
 def test_adaptive_execution_is_off_on_one_machine_unless_the_config_turns_it_on(cache):
     local = session.spark_conf(config(cache, "spark.master=local[2]"))
     assert local["spark.sql.adaptive.enabled"] == "false"
+    assert local["spark.sql.autoBroadcastJoinThreshold"] == "-1"  # a broadcast is a job
+    cluster = session.spark_conf(config(cache, "spark.master="))
+    assert "spark.sql.autoBroadcastJoinThreshold" not in cluster
+    assert "spark.sql.adaptive.enabled" not in cluster
     on = ['spark.conf={"spark.sql.adaptive.enabled" = "true"}']
     assert (
         session.spark_conf(config(cache, "spark.master=local[2]", *on))[
