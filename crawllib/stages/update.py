@@ -179,6 +179,10 @@ def run(run: StageRun) -> UpdateResult:
         links = run.read("links").where(F.col("gen") == gen).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             known = _known(run, fetches, links, sitemaps, marks)
+            seen = fetches.select("url_key", "url", "depth")
+            crawled = known.select("url_key", "url", "depth").unionByName(seen)
+            outlinks = followed_links(links, marks, run.cfg, crawled.select("url_key", "depth"))
+            cash = link_cash(outlinks, sources_of(texts.narrow, known), run.cfg)
             pages = fetches.where(F.col("outcome") == Outcome.OK).select(
                 "url_key", "url", "host", "depth"
             )
@@ -186,8 +190,8 @@ def run(run: StageRun) -> UpdateResult:
             for part in tables.in_parallel(
                 spark,
                 lambda: pages_mod.write_texts(run, texts.full, marks, texts.replace, texts.stored),
-                lambda: _write_frontier(run, fetches, links, sitemaps, marks, texts.narrow, known),
-                lambda: _merge_crawldb(run, fetches, links, sitemaps, marks, texts.narrow, known),
+                lambda: _write_frontier(run, fetches, sitemaps, known, crawled, outlinks, cash),
+                lambda: _merge_crawldb(run, fetches, sitemaps, texts.narrow, known, cash),
                 lambda: pages_mod.count_patterns(run, pages, marks, known),
             ):
                 counts.update(part)
@@ -304,15 +308,17 @@ def crawldb_as_fetched(run: StageRun) -> DataFrame:
 def _write_frontier(
     run: StageRun,
     fetches: DataFrame,
-    links: DataFrame,
     sitemaps: DataFrame,
-    marks: DataFrame,
-    texts: DataFrame,
     known: DataFrame,
+    crawled: DataFrame,
+    outlinks: DataFrame,
+    cash: DataFrame,
 ) -> dict[str, int]:
     """Frontier rows of gen + 1 (links, sitemaps, redirects: new URLs and shorter paths) and
     of gen (the URLs the fetch followed, as if plan had taken them); one append on a first
-    run. Counts: new_frontier (rows of gen + 1), redirects_queued."""
+    run. ``crawled``: the known and fetched URLs (url_key, url, depth); ``outlinks``: the
+    links followed (parse.followed_links); ``cash``: what they pass. Counts: new_frontier
+    (rows of gen + 1), redirects_queued."""
     gen, cfg = run.gen, run.cfg
     reasons = sql_list([FrontierReason.LINK, FrontierReason.SITEMAP, FrontierReason.REDIRECT])
     where = f"gen = {gen + 1} AND reason IN ({reasons})"
@@ -322,10 +328,6 @@ def _write_frontier(
         nexts = run.read("frontier").where(where)
         tables.append(followed, run.root, "frontier")
         return _frontier_counts(nexts)
-    seen = fetches.select("url_key", "url", "depth")
-    crawled = known.select("url_key", "url", "depth").unionByName(seen)
-    outlinks = followed_links(links, marks, cfg, crawled.select("url_key", "depth"))
-    cash = link_cash(outlinks, sources_of(texts, known), cfg)
     depths = fetches.where(F.col("outcome") == Outcome.OK).select("url_key", "depth")
     linked = next_frontier(outlinks, depths, crawled, gen, cash)
     also_known = crawled.select("url_key", "depth").unionByName(linked.select("url_key", "depth"))
@@ -356,17 +358,14 @@ def _frontier_counts(nexts: DataFrame) -> dict[str, int]:
 def _merge_crawldb(
     run: StageRun,
     fetches: DataFrame,
-    links: DataFrame,
     sitemaps: DataFrame,
-    marks: DataFrame,
     texts: DataFrame,
     known: DataFrame,
+    cash: DataFrame,
 ) -> dict[str, int]:
     """The crawldb MERGE of the fetched URLs and of the cash gen's links passed known URLs
     (transforms.priority), then, in a generation whose sitemaps listed URLs, their hints."""
     spark, root, cfg, gen = run.spark, run.root, run.cfg, run.gen
-    depths = known.select("url_key", "depth").unionByName(fetches.select("url_key", "depth"))
-    cash = link_cash(followed_links(links, marks, cfg, depths), sources_of(texts, known), cfg)
     updates = crawldb_updates(fetches, texts, known, gen, cfg, cash=cash).unionByName(
         score_updates(cash, fetches, gen)
     )
