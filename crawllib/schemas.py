@@ -123,6 +123,9 @@ FETCHLIST = struct_of(
     ("attempts", I),
     ("etag", S),
     ("last_modified", S),
+    # On one row of each slot with room to follow links: the url_keys crawldb holds for the
+    # slot (crawllib.transforms.fetch.with_known_keys); null on every other row.
+    ("known", ArrayType(L)),
 )
 
 # What identifies a URL in analysts' terms, as Common Crawl's index does (fetches, pages,

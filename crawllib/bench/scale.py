@@ -12,15 +12,18 @@ largest size's figures to the smallest's, per stage; the goal is at most 1.5 for
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from crawllib import config, lease, pipeline, tables
 from crawllib.bench.procs import ProcessTree
@@ -30,6 +33,8 @@ from crawllib.bench.scale_fetch import run_fetch
 from crawllib.bench.stages import bench_config
 from crawllib.config import Config
 from crawllib.stages.base import StageResult
+from crawllib.transforms.fetch import follow_inputs
+from crawllib.traps import read_trapped
 from crawllib.vocab import STAGES, Stage
 
 log = logging.getLogger(__name__)
@@ -38,11 +43,17 @@ FULL_ROWS, FULL_URLS = "1000000,10000000", 100_000
 QUICK_ROWS, QUICK_URLS = "10000,100000", 2_000
 GOAL = 1.5  # largest / smallest, per stage
 ROLES = ("driver", "jvm", "python_workers")
+# What the fetch stage computes for its followers (crawllib.transforms.fetch.follow_inputs):
+# from the known keys plan wrote into the fetchlist, and as before, from crawldb. Measured
+# after plan, beside the synthetic fetch (which follows no link).
+FOLLOW = {"follow inputs": False, "follow inputs from crawldb (before)": True}
+MEASURED = (Stage.PLAN, *FOLLOW, Stage.FETCH, Stage.UPDATE)
 # Each stage's counts worth a column in the report.
 SHOWN = {
     Stage.PLAN: ("candidates", "planned", "revisits"),
     Stage.FETCH: ("urls", "ok", "not_modified"),
     Stage.UPDATE: ("urls", "new", "revisited", "exact_duplicates", "new_frontier"),
+    **dict.fromkeys(FOLLOW, ("slots", "keys")),
 }
 
 
@@ -118,28 +129,57 @@ def table_sizes(spark: SparkSession, root: str) -> dict[str, tuple[int, int]]:
 
 
 def run_generation(spark: SparkSession, spec: ScaleSpec, root: str, cfg: Config) -> dict[str, Any]:
-    """Run the measured generation on ``root``: per stage its wall and CPU seconds and counts."""
+    """Run the measured generation on ``root``: per stage its wall and CPU seconds and counts;
+    after plan, what the real fetch stage computes for its followers (FOLLOW), both ways."""
     out: dict[str, Any] = {}
-    for stage in STAGES:
+
+    def timed(name: str, step: Callable[[], dict[str, int]]) -> None:
         with ProcessTree() as tree:
             t0 = time.perf_counter()
+            counts = step()
+            wall = time.perf_counter() - t0
+        figures = tree.figures()
+        cpu = figures.cpu
+        out[name] = {
+            "wall_s": wall,
+            "cpu_s": {role: cpu.get(role, 0.0) for role in ROLES},
+            "processes": {role: figures.processes.get(role, 0) for role in ROLES},
+            "counts": counts,
+        }
+        log.info("scale %s: %s %.1fs", spec.name, name, wall)
+
+    def stage_step(stage: str) -> Callable[[], dict[str, int]]:
+        def step() -> dict[str, int]:
             result: StageResult | None = (
                 run_fetch(spark, root, spec)
                 if stage == Stage.FETCH
                 else pipeline.run_stage(spark, root, cfg, spec.gen, stage)
             )
-            wall = time.perf_counter() - t0
-        figures = tree.figures()
-        cpu = figures.cpu
-        assert result is not None, f"{stage} was done already"
-        out[stage] = {
-            "wall_s": wall,
-            "cpu_s": {role: cpu.get(role, 0.0) for role in ROLES},
-            "processes": {role: figures.processes.get(role, 0) for role in ROLES},
-            "counts": result.as_counts(),
-        }
-        log.info("scale %s: %s %.1fs", spec.name, stage, wall)
+            assert result is not None, f"{stage} was done already"
+            return result.as_counts()
+
+        return step
+
+    for stage in STAGES:
+        if stage == Stage.FETCH:
+            for name, from_crawldb in FOLLOW.items():
+                timed(name, functools.partial(follow_figures, spark, root, cfg, spec, from_crawldb))
+        timed(stage, stage_step(stage))
     return out
+
+
+def follow_figures(
+    spark: SparkSession, root: str, cfg: Config, spec: ScaleSpec, from_crawldb: bool
+) -> dict[str, int]:
+    """The follow inputs of the generation's first slice, as the fetch stage computes them
+    (no following in the synthetic fetch): slots with room and the known keys they carry."""
+    fetchlist = tables.read(spark, root, "fetchlist").where(F.col("gen") == spec.gen)
+    fetches = tables.read(spark, root, "fetches").where(F.col("gen") == spec.gen)
+    crawldb = tables.read(spark, root, "crawldb") if from_crawldb else None
+    follow = follow_inputs(fetchlist, fetches, crawldb, cfg, read_trapped(spark, root, cfg))
+    row = follow.agg(F.count("*").alias("slots"), F.sum(F.size("known")).alias("keys")).first()
+    assert row is not None
+    return {"slots": int(row["slots"]), "keys": int(row["keys"] or 0)}
 
 
 def measure(
@@ -202,7 +242,7 @@ def ratios(results: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """stage -> wall and CPU of the largest size over the smallest's."""
     small, large = min(results, key=lambda r: r["rows"]), max(results, key=lambda r: r["rows"])
     out = {}
-    for stage in STAGES:
+    for stage in MEASURED:
         a, b = small["stages"][stage], large["stages"][stage]
         out[stage] = {
             "wall": b["wall_s"] / a["wall_s"],
@@ -223,7 +263,7 @@ def render(results: list[dict[str, Any]]) -> str:
             "| stage | wall s | CPU s | driver | JVM | Python workers | counts |",
             "|---|---|---|---|---|---|---|",
         ]
-        for stage in STAGES:
+        for stage in MEASURED:
             s = r["stages"][stage]
             cpu = s["cpu_s"]
             shown = ", ".join(f"{k} {s['counts'].get(k, 0):,}" for k in SHOWN[stage])

@@ -73,6 +73,7 @@ def fetchlist_rows(crawldb: DataFrame) -> DataFrame:
             slot=F.col("host"),
             attempts=F.col("attempts") - 1,
             etag=F.lit(None),
+            known=F.lit(None),
         )
     )
 

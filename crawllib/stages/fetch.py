@@ -40,7 +40,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import exclusions, journal, progress, tables
+from crawllib import exclusions, generations, journal, progress, tables
 from crawllib.config import Config, replace
 from crawllib.schemas import ROBOTS
 from crawllib.stages.base import StageResult, StageRun
@@ -63,7 +63,7 @@ from crawllib.transforms.fetch import (
 )
 from crawllib.transforms.parse import links_table, texts_of
 from crawllib.traps import read_trapped
-from crawllib.vocab import Outcome, Record, RobotsOutcome, Stage, words
+from crawllib.vocab import Outcome, Record, RobotsOutcome, Stage, StageState, words
 
 log = logging.getLogger(__name__)
 
@@ -161,10 +161,11 @@ def run(run: StageRun) -> FetchResult:
     # (and reruns): each slice gets what is left, a slice past it (0 left) defers its URLs
     # before any request, robots.txt included
     deadline = run.first_started(Stage.FETCH) + cfg.fetch.deadline_seconds
+    carried = cfg.fetch.follow and cfg.fetch.extract and keys_carried(run)
     for i, r in enumerate(listing.todo, start=1):
         left = max(0.0, deadline - time.time())
         sliced = replace(cfg, fetch__deadline_seconds=left)
-        done = fetch_slice(spark, root, sliced, gen, r.slice, r.slots, fetchlist, r.dirty)
+        done = fetch_slice(spark, root, sliced, gen, r.slice, r.slots, fetchlist, r.dirty, carried)
         robots_fetched += done.robots
         refetched += done.refetched
         seconds += done.seconds
@@ -282,6 +283,20 @@ def planned_slices(plan: PlanResult) -> Slices:
     )
 
 
+def keys_carried(run: StageRun) -> bool:
+    """Whether the plan of generation ``run.gen`` wrote its slots' known keys into the
+    fetchlist (its counts hold ``follow_slots``): the chained plan's result says so, else its
+    latest done row. A plan of an older crawllib did not: the fetch reads crawldb's keys."""
+    if isinstance(run.previous, PlanResult):
+        return True
+    rows = [
+        r
+        for r in generations.read_rows(run.spark, run.root)
+        if r.gen == run.gen and r.stage == Stage.PLAN and r.state == StageState.DONE
+    ]
+    return bool(rows) and "follow_slots" in max(rows, key=lambda r: r.at).counts
+
+
 def fetch_slice(
     spark: SparkSession,
     root: str,
@@ -291,12 +306,14 @@ def fetch_slice(
     slots: int,
     fetchlist: DataFrame,
     dirty: bool = False,
+    carried: bool = False,
 ) -> SliceDone:
     """Fetch and commit one slice: pages, and the texts and links rows of the pages the
     engine extracted, then fetches, which marks the slice committed.
 
     dirty: SLICE_TABLES already hold rows of this slice (a run that crashed before its
-    fetches commit), which its writes replace."""
+    fetches commit), which its writes replace. carried: the fetchlist carries its slots'
+    known keys (:func:`keys_carried`), so crawldb is not read."""
     slice_rows = fetchlist.filter(F.col("slice") == slice_)
     robots = engine_robots(tables.read(spark, root, "robots"))
     stored_hosts = tables.read(spark, root, "hosts")
@@ -305,7 +322,7 @@ def fetch_slice(
     if cfg.fetch.follow and cfg.fetch.extract:
         # Room and known keys as of the slices committed so far (fetches rows of gen).
         fetches = tables.read(spark, root, "fetches").where(F.col("gen") == gen)
-        crawldb = tables.read(spark, root, "crawldb")
+        crawldb = None if carried else tables.read(spark, root, "crawldb")
         follow = follow_inputs(fetchlist, fetches, crawldb, cfg, read_trapped(spark, root, cfg))
     # As many tasks as cores: every task runs at once, each holding many hosts in asyncio, so
     # no host waits for a second wave of tasks (politeness-bound time, not task waves).

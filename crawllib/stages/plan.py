@@ -49,7 +49,7 @@ from crawllib.schedule import revisits
 from crawllib.schemas import DNS
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.stages.depths import lowered_depths, mark_shortest
-from crawllib.transforms.fetch import resolved_hosts
+from crawllib.transforms.fetch import resolved_hosts, with_known_keys
 from crawllib.transforms.lookup import rows_of
 from crawllib.transforms.plan import (
     Used,
@@ -118,7 +118,9 @@ class PlanResult(StageResult):
     for gen + 1; hosts: hosts planned; depth_lowered: known URLs whose depth a shorter path
     lowered (crawllib.stages.depths);
     revisits: planned URLs that have a stored version (due again, or retried); slices: the
-    fetchlist's slices (0 .. slices - 1, none empty)."""
+    fetchlist's slices (0 .. slices - 1, none empty); follow_slots: slots with room to follow
+    links, whose known keys the fetchlist carries (the count is absent from an older
+    crawllib's plan, whose fetch read them from crawldb)."""
 
     THROUGHPUT: ClassVar[str] = "candidates"
 
@@ -139,6 +141,7 @@ class PlanResult(StageResult):
     revisits: int
     slices: int
     depth_lowered: int = 0
+    follow_slots: int = 0
 
 
 def run(run: StageRun) -> PlanResult:
@@ -186,7 +189,7 @@ def run(run: StageRun) -> PlanResult:
         # One action for the three one-row aggregates.
         row = tables.one_row(
             count_decisions(decided)
-            .crossJoin(busiest_slot(decided))
+            .crossJoin(busiest_slot(decided, cfg.generate.max_per_host))
             .crossJoin(
                 decided.agg(
                     F.count_if(is_changed()).alias("_changes"),
@@ -196,6 +199,7 @@ def run(run: StageRun) -> PlanResult:
         )
         counts = {k: int(v) for k, v in row.asDict().items()}
         busiest = counts.pop("urls")
+        roomy = counts.pop("roomy")
         changes = counts.pop("_changes")
         known_changes = counts.pop("_known_changes")
         changed = crawldb_changes(decided, gen)
@@ -205,11 +209,16 @@ def run(run: StageRun) -> PlanResult:
         # Each slice costs a few commits: a small or short generation gets fewer, fuller slices.
         slices = slice_count(counts["planned"], busiest, cfg)
         fetchlist = to_fetchlist(decided, gen, slices, score_order(cfg))
+        follows = cfg.fetch.follow and cfg.fetch.extract
+        if follows and roomy:  # the keys the fetch's followers skip travel with the fetchlist
+            new_keys = decided.where(is_changed() & F.col("is_new"))
+            fetchlist = with_known_keys(fetchlist, crawldb, new_keys, cfg)
         # Slots are dealt round-robin over the slices: the busiest one fills min(slices, busiest).
         result = PlanResult(
             **counts,
             slices=min(slices, busiest),
             depth_lowered=lowered.urls if lowered else 0,
+            follow_slots=roomy if follows else 0,
         )
         log.info("plan gen %d: %s", gen, result)
 

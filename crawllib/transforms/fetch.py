@@ -243,22 +243,61 @@ def fetch_inputs(
     return inputs
 
 
+def with_known_keys(
+    fetchlist: DataFrame, crawldb: DataFrame, new_keys: DataFrame, cfg: Config
+) -> DataFrame:
+    """The fetchlist with the url_keys known for each slot that has room to follow links, so
+    that the fetch reads them with the fetchlist instead of reading crawldb (whose size is the
+    crawl's, not the generation's).
+
+    In: the generation's fetchlist rows (FETCHLIST columns but known), crawldb as plan read it
+    (url_key, host, domain) and the new URLs plan writes into crawldb (url_key, host, slot).
+    A slot has room when it planned fewer than generate.max_per_host URLs; its known keys are
+    crawldb's keys of its slot (with politeness.key = ip: of the slot's hosts in the
+    fetchlist) and the new ones, that is crawldb's keys of the slot once plan's writes commit.
+    Out: FETCHLIST columns; ``known`` is set on one row of each slot with room (an array,
+    maybe empty) and null on every other row.
+    """
+    planned = fetchlist.groupBy("slot").agg(F.count("*").alias("_planned"))
+    rooms = planned.where(F.col("_planned") < cfg.generate.max_per_host).select("slot")
+    # Only the keys of slots with room are grouped: a broadcast semi-join on the slot (a
+    # generation's slots) narrows crawldb's scan before any shuffle.
+    keys = (
+        _with_slot(crawldb.select("url_key", "host", "domain"), cfg, fetchlist)
+        .join(F.broadcast(rooms), on="slot", how="left_semi")
+        .unionByName(new_keys.select("url_key", "slot").join(rooms, on="slot", how="left_semi"))
+    )
+    known = (
+        rooms.join(keys, on="slot", how="left")
+        .groupBy("slot")
+        .agg(F.collect_set("url_key").alias("_known"))  # nulls are not collected: [] if none
+    )
+    first = Window.partitionBy("slot").orderBy("slice", "url_key")
+    return (
+        fetchlist.withColumn("_row", F.row_number().over(first))
+        .join(known, on="slot", how="left")
+        .select(*columns_of(FETCHLIST, known=F.when(F.col("_row") == 1, F.col("_known"))))
+    )
+
+
 def follow_inputs(
     fetchlist: DataFrame,
     fetches: DataFrame,
-    crawldb: DataFrame,
+    crawldb: DataFrame | None,
     cfg: Config,
     trapped: DataFrame | None = None,
 ) -> DataFrame:
     """Per slot of a generation, its room to follow links, the url_keys known for it and its
     hosts' URL patterns judged traps.
 
-    In: the generation's fetchlist (slot), its fetches so far (url_key, host, source_url),
-    crawldb (url_key, host, domain) and the trapped patterns (host, pattern:
+    In: the generation's fetchlist (slot, known), its fetches so far (url_key, host,
+    source_url), crawldb (url_key, host, domain), or None when plan wrote the known keys into
+    the fetchlist (:func:`with_known_keys`), and the trapped patterns (host, pattern:
     crawllib.traps.trapped_patterns). room = generate.max_per_host - planned - followed so
-    far; known: the slot's url_keys in crawldb and in the generation's fetches, for slots with
-    room only (a slot plan already filled gets none); trapped: "host pattern" strings. Out:
-    slot, room, known (array of url_key), trapped (array of string).
+    far; known: the slot's url_keys in crawldb (or the fetchlist's) and in the generation's
+    fetches, for slots with room only (a slot plan already filled gets none; with known keys
+    from the fetchlist, neither does a slot plan gave none); trapped: "host pattern" strings.
+    Out: slot, room, known (array of url_key), trapped (array of string).
     """
     fetched = _with_slot(fetches.select("url_key", "source_url", "host"), cfg, fetchlist)
     planned = fetchlist.groupBy("slot").agg(F.count("*").alias("planned"))
@@ -281,11 +320,15 @@ def follow_inputs(
         )
         .where(F.col("room") > 0)
     )
-    keys = _with_slot(crawldb.select("url_key", "host", "domain"), cfg, fetchlist).unionByName(
-        fetched.select("url_key", "slot")
-    )
+    if crawldb is None:
+        carried = fetchlist.where(F.col("known").isNotNull()).select("slot", "known")
+        rooms = rooms.join(carried.select("slot"), on="slot", how="left_semi")
+        keys = carried.select("slot", F.explode("known").alias("url_key"))
+    else:
+        keys = _with_slot(crawldb.select("url_key", "host", "domain"), cfg, fetchlist)
     known = (
-        keys.join(rooms.select("slot"), on="slot", how="inner")
+        keys.unionByName(fetched.select("url_key", "slot"))
+        .join(rooms.select("slot"), on="slot", how="inner")
         .groupBy("slot")
         .agg(F.collect_set("url_key").alias("known"))
     )

@@ -596,11 +596,15 @@ def slice_count(planned: int, busiest_slot: int, cfg: Config) -> int:
     return max(1, min(s.fetch_slices, by_urls, by_time))
 
 
-def busiest_slot(decided: DataFrame) -> DataFrame:
-    """One row, one column ``urls``: the planned URLs of the slot with most of them (0 if none).
+def busiest_slot(decided: DataFrame, max_per_host: int) -> DataFrame:
+    """One row: ``urls``, the planned URLs of the slot with most of them (0 if none), and
+    ``roomy``, the slots that planned fewer than max_per_host URLs (room to follow links).
     In: DECIDED_COLUMNS."""
     per_slot = decided.where(is_planned()).groupBy("slot").count()
-    return per_slot.agg(F.coalesce(F.max("count"), F.lit(0)).alias("urls"))
+    return per_slot.agg(
+        F.coalesce(F.max("count"), F.lit(0)).alias("urls"),
+        F.count_if(F.col("count") < max_per_host).alias("roomy"),
+    )
 
 
 def to_fetchlist(
@@ -609,13 +613,13 @@ def to_fetchlist(
     """The chosen rows (no filter_reason, not deferred) as fetchlist rows of ``gen``, dealt
     over ``slices`` slices (:func:`slice_count`) in ``order`` (:func:`with_slice`).
 
-    In: DECIDED_COLUMNS. Out: fetchlist columns.
+    In: DECIDED_COLUMNS. Out: fetchlist columns (known null: :func:`with_known_keys` of
+    crawllib.transforms.fetch sets it).
     """
     return (
         decided.where(is_planned())
         .transform(lambda df: with_slice(df, slices, order))
-        .withColumn("gen", F.lit(gen))
-        .select([f.name for f in FETCHLIST.fields])
+        .select(*columns_of(FETCHLIST, gen=F.lit(gen), known=F.lit(None)))
     )
 
 

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from crawllib import tables
-from crawllib.bench.scale import QUICK_ROWS, QUICK_URLS, measure, render, scale_config
+from crawllib.bench.scale import FOLLOW, QUICK_ROWS, QUICK_URLS, measure, render, scale_config
 from crawllib.bench.scale_build import cached_root
 from crawllib.bench.scale_data import STORED, ScaleSpec
 from crawllib.bench.scale_keys import with_url_key, wrapping
@@ -68,6 +68,10 @@ def test_scale_root_and_generation(spark, tmp_path):
         assert figures["wall_s"] > 0 and sum(figures["cpu_s"].values()) > 0, stage
     plan = result["stages"]["plan"]["counts"]
     assert plan["planned"] == spec.urls == plan["candidates"]
+    # The keys plan wrote into the fetchlist are crawldb's, as the fetch read them before.
+    carried, read = (result["stages"][name]["counts"] for name in FOLLOW)
+    assert carried == read and carried["slots"] == plan["follow_slots"] > 0
+    assert carried["keys"] > plan["planned"]  # the hosts' earlier URLs too
     assert plan["revisits"] == spec.due[Status.FETCHED]
     update = result["stages"]["update"]["counts"]
     assert update["urls"] == spec.urls and update["new"] > 0 and update["revisited"] > 0

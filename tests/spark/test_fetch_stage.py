@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from delta.tables import DeltaTable
+from pyspark.sql import functions as F
 
 from crawllib import generations, tables
 from crawllib.config import replace
@@ -53,11 +54,15 @@ def crawl(new_root, spark, spark_cfg, web):
         (GEN, url, url_key(url), host_of(url), registered_domain(host_of(url)), 0, 0, None, None)
         for url in urls
     ]
-    fetchlist = spark.createDataFrame(
-        rows,
-        "gen int, url string, url_key long, host string, domain string, depth int, attempts int,"
-        " etag string, last_modified string",
-    ).transform(lambda df: with_slice(with_slot(df, cfg), 2))
+    fetchlist = (
+        spark.createDataFrame(
+            rows,
+            "gen int, url string, url_key long, host string, domain string, depth int, attempts int,"
+            " etag string, last_modified string",
+        )
+        .withColumn("known", F.lit(None))
+        .transform(lambda df: with_slice(with_slot(df, cfg), 2))
+    )
     tables.replace_where(fetchlist, root, "fetchlist", f"gen = {GEN}")
     by_slice = defaultdict(set)
     hosts_by_slice = defaultdict(set)

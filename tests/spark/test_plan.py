@@ -402,9 +402,18 @@ def test_plan_stage_writes_fetchlist_and_crawldb_and_reruns_identically(spark, p
         "revisits": 0,
         "slices": counts.slices,
         "depth_lowered": 0,
+        "follow_slots": 1,  # b.test: 1 planned, under the cap of 2
     }
     # a.test: the seed (depth 0) and the lowest url_key at depth 1; c.test: budget 3, cap 2.
     chosen = {"http://a.test/", p[0], "http://b.test/", c[0], c[1]}
+    # b.test's keys travel with the fetchlist: crawldb's once plan's writes commit (its seed
+    # and the 3 new URLs filtered), on one of its rows
+    carried = [r for r in tables.read(spark, root, "fetchlist").collect() if r["known"] is not None]
+    b_keys = tables.read(spark, root, "crawldb").where(F.col("host") == "b.test")
+    assert [(r["slot"], sorted(r["known"])) for r in carried] == [
+        ("b.test", sorted(r["url_key"] for r in b_keys.collect()))
+    ]
+    assert len(carried[0]["known"]) == 4
     fetchlist = tables.read(spark, root, "fetchlist").collect()
     assert {r["url"] for r in fetchlist} == chosen
     assert {(r["gen"], r["slot"] == r["host"], 0 <= r["slice"] < 4) for r in fetchlist} == {
