@@ -26,6 +26,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check crawllib jobs tests tools
 	$(BIN)/ruff format --check crawllib jobs tests tools
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -21,8 +21,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from crawllib import terminal
-from crawllib.config import Config, ConfigError, load_config
-from crawllib.errors import USER_ERRORS, BadRoot
+from crawllib.config import Config, load_config
+from crawllib.errors import USER_ERRORS, BadRoot, ConfigError
+from crawllib.roots import normalize_root
 from crawllib.vocab import Stage
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ def cmd_init(args: argparse.Namespace, cfg: Config) -> int:
     spark = get_spark(cfg, [args.root])
     integrity.check_root(spark, args.root)  # an existing root's tables are upgraded
     created = tables.init_tables(spark, args.root, upgrade=True)
-    root = tables.normalize_root(args.root)
+    root = normalize_root(args.root)
     if created:
         print(f"initialised crawl root {root}: created {', '.join(created)}")
     else:

@@ -24,12 +24,10 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
+from crawllib.errors import ConfigError
+
 V = TypeVar("V")
 Check = Callable[[Any], "str | None"]  # the value -> what is expected, or None when it is fine
-
-
-class ConfigError(ValueError):
-    """A configuration key or value was refused; the message names key, value and what is allowed."""
 
 
 def setting(default: V, doc: str, check: Check | None = None) -> V:
@@ -135,7 +133,7 @@ def _check_now(v: str) -> str | None:
 
 
 def _check_exclude(v: Iterable[str]) -> str | None:
-    from crawllib.exclusions import parse  # it imports this module
+    from crawllib.policy.exclusions import parse
 
     try:
         parse(v, "crawl.exclude")
@@ -265,7 +263,7 @@ class GenerateConfig:
 
 
 def _check_allow(v: Iterable[str]) -> str | None:
-    from crawllib.traps import allowed_patterns
+    from crawllib.policy.traps import allowed_patterns
 
     try:
         allowed_patterns(tuple(v))

@@ -2,6 +2,10 @@
 as one line and exits 2."""
 
 
+class ConfigError(ValueError):
+    """A configuration key or value was refused; the message names key, value and what is allowed."""
+
+
 class StageOrderError(RuntimeError):
     """A stage was asked to run before the one it builds on."""
 

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 
 from crawllib import filestore, tables, warc
 from crawllib.config import Config
+from crawllib.roots import normalize_root
 from crawllib.schemas import WARC_INDEX
 from crawllib.vocab import Outcome
 
@@ -57,7 +58,7 @@ class ExportTask:
 
 def default_out_dir(root: str, gen: int) -> str:
     """Where a generation's WARC files go unless told: ``ROOT/warc/gen=N``."""
-    return f"{tables.normalize_root(root)}/warc/gen={gen}"
+    return f"{normalize_root(root)}/warc/gen={gen}"
 
 
 def export_partitions(pages: int, body_bytes: int, max_bytes: int) -> int:

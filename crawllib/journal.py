@@ -60,6 +60,7 @@ from crawllib.config import Config
 from crawllib.filestore import Folder, folder_at
 from crawllib.lease import Store
 from crawllib.records import EngineRecord
+from crawllib.roots import normalize_root
 from crawllib.vocab import Record
 
 if TYPE_CHECKING:  # the engine's modules (aiohttp) are imported on executors only
@@ -92,8 +93,6 @@ class JournalSpec:
 
 
 def generation_folder(root: str, gen: int) -> str:
-    from crawllib.tables import normalize_root
-
     return f"{normalize_root(root)}/{JOURNAL_FOLDER}/gen={gen}"
 
 

@@ -56,6 +56,7 @@ from crawllib.lease_store import (
     s3_client,
     store_for,
 )
+from crawllib.roots import normalize_root
 
 __all__ = [
     "LEASE_NAME",
@@ -410,8 +411,6 @@ _held_lock = threading.Lock()
 
 def held(root: str) -> Lease | None:
     """The lease this process holds on ``root``, if any."""
-    from crawllib.tables import normalize_root
-
     with _held_lock:
         entry = _held.get(normalize_root(root))
     return entry.lease if entry is not None else None
@@ -450,8 +449,6 @@ def take(root: str, command: str, cfg: Config, store: Store | None = None) -> Le
     exits): renewed in the background. The way for a notebook or a benchmark that writes in
     many calls; `hold` is the block form. Taken again while held, it is the same lease (and
     must be given back as often)."""
-    from crawllib.tables import normalize_root
-
     key = normalize_root(root)
     with _held_lock:
         entry = _held.get(key)
@@ -478,8 +475,6 @@ def take(root: str, command: str, cfg: Config, store: Store | None = None) -> Le
 
 def give_back(root: str) -> None:
     """Give back a lease `take` took: released once given back as often as taken."""
-    from crawllib.tables import normalize_root
-
     key = normalize_root(root)
     with _held_lock:
         entry = _held.get(key)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from crawllib.config import Config
+from crawllib.roots import normalize_root
 
 LEASE_NAME = "_writer.lease"
 
@@ -151,8 +152,6 @@ class S3Store:
 
 def store_for(root: str, cfg: Config) -> Store:
     """The lease store of a crawl root: S3 for s3:// and s3a:// roots, else a local file."""
-    from crawllib.tables import normalize_root
-
     root = normalize_root(root)
     scheme, _, rest = root.partition("://")
     if scheme in ("s3", "s3a"):

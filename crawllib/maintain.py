@@ -39,7 +39,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawllib import generations, integrity, tables
-from crawllib.config import Config, ConfigError
+from crawllib.config import Config
+from crawllib.errors import ConfigError
 from crawllib.generations import Ledger, States
 from crawllib.schemas import TABLES
 

@@ -19,6 +19,7 @@ from crawllib import generations, integrity, metrics, progress, seeding, status,
 from crawllib.config import Config, parse_now
 from crawllib.errors import StageOrderError
 from crawllib.generations import Ledger, States
+from crawllib.roots import normalize_root
 from crawllib.stages import fetch, plan, update
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.vocab import ACCEPT_STATE, STAGES, Stage, StageState, Waiting
@@ -292,7 +293,7 @@ def run_crawl(
     integrity.check_root(spark, root)  # before the first write: init's upgrades, seeds
     created = tables.init_tables(spark, root, upgrade=True)
     if created:
-        log.info("initialised crawl root %s", tables.normalize_root(root))
+        log.info("initialised crawl root %s", normalize_root(root))
     # Read once: from here on this process is the one recording stage runs, and
     # run_generation keeps the ledger up to date.
     ledger = generations.read_ledger(spark, root)

@@ -302,7 +302,7 @@ SPECULATION = "spark.speculation"
 def check_no_speculation(spark: SparkSession) -> None:
     """Raise ConfigError if the session's SparkContext runs speculative copies of tasks (a
     session made before the crawler's, with it on: Spark cannot turn it off while it runs)."""
-    from crawllib.config import ConfigError
+    from crawllib.errors import ConfigError
 
     value = spark.sparkContext.getConf().get(SPECULATION, "false") or "false"
     if value.strip().lower() != "false":

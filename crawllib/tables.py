@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -32,17 +31,11 @@ from pyspark.util import inheritable_thread_target
 from crawllib import lease
 from crawllib.catalog import LATER_TABLES, VIEW_NEEDS, VIEWS, view_sql
 from crawllib.errors import LeaseLost
+from crawllib.roots import normalize_root
 from crawllib.schemas import TABLES
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-def normalize_root(root: str) -> str:
-    """Local paths become absolute; URIs (s3a://, s3://, file:/, hdfs://) are kept as given."""
-    if "://" in root or root.startswith("file:"):
-        return root.rstrip("/")
-    return os.path.abspath(os.path.expanduser(root))
 
 
 def table_path(root: str, name: str) -> str:

@@ -41,7 +41,7 @@ from crawllib.schemas import (
     TEXTS,
     columns_of,
 )
-from crawllib.traps import pattern_counts
+from crawllib.transforms.traps import pattern_counts
 from crawllib.vocab import STAGES, DuplicateKind, FrontierReason, StageState, Status
 
 SLICES = 4

@@ -18,10 +18,10 @@ from array import array
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from crawllib import exclusions
 from crawllib.config import Config
+from crawllib.policy import exclusions
+from crawllib.policy.traps import repeated_segments, url_pattern
 from crawllib.records import FetchRecord
-from crawllib.traps import repeated_segments, url_pattern
 from crawllib.urls import registered_domain, url_extension
 
 

@@ -29,7 +29,8 @@ from crawllib.transforms.parse import (
     mark_soft_404,
     with_duplicate_marks,
 )
-from crawllib.traps import TRAPS_UPDATE, pattern_counts, trapped_patterns
+from crawllib.transforms.traps import pattern_counts, trapped_patterns
+from crawllib.traps import TRAPS_UPDATE
 from crawllib.vocab import Directive, DuplicateKind
 
 log = logging.getLogger(__name__)

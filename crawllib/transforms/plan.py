@@ -21,13 +21,14 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from crawllib.config import Config
-from crawllib.exclusions import Exclusions
+from crawllib.exclusions import column as excluded_column
+from crawllib.policy.exclusions import Exclusions
 from crawllib.schedule import revisits
 from crawllib.schemas import CRAWLDB, FETCHLIST, FRONTIER, HOSTS, columns_of
 from crawllib.transforms.depth import Lowered, expands, with_lowered_depths
 from crawllib.transforms.lookup import rows_of
 from crawllib.transforms.priority import score_order
-from crawllib.traps import repeats_more_than, url_pattern_column
+from crawllib.transforms.traps import repeats_more_than, url_pattern_column
 from crawllib.vocab import (
     PENDING_STATUSES,
     REVISITED_STATUSES,
@@ -213,7 +214,7 @@ def with_filter_reason(df: DataFrame, cfg: Config, excluded: Exclusions | None =
     rules = excluded or Exclusions()
     reason = (
         F.when(
-            rules.column(F.col("url"), F.col("host"), F.col("domain")),
+            excluded_column(rules, F.col("url"), F.col("host"), F.col("domain")),
             F.lit(FilterReason.EXCLUDED),
         )
         .when(F.col("depth") > cfg.crawl.max_depth, F.lit(FilterReason.DEPTH))

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from crawllib.config import ConfigError
-from crawllib.exclusions import Exclusions, _read_with_spark, parse
+from crawllib.errors import ConfigError
+from crawllib.exclusions import column, read_with_spark
+from crawllib.policy.exclusions import Exclusions, parse
 from crawllib.urls import host_of, normalize_url, registered_domain
 
 URLS = [
@@ -67,7 +68,7 @@ def test_column_agrees_with_matches(spark, name):
     got = {
         r["url"]: r["excluded"]
         for r in df.select(
-            "url", rules.column(F.col("url"), F.col("host"), F.col("domain")).alias("excluded")
+            "url", column(rules, F.col("url"), F.col("host"), F.col("domain")).alias("excluded")
         ).collect()
     }
     expected = {url: rules.matches(url, host, domain) for url, host, domain in rows}
@@ -78,17 +79,17 @@ def test_column_agrees_with_matches(spark, name):
 def test_column_is_false_not_null_for_missing_values(spark):
     rules = parse(["host:a.com", "prefix:http://a.com/", "regex:a"], "x")
     df = spark.createDataFrame([(None, None, None)], "url string, host string, domain string")
-    row = df.select(rules.column(F.col("url"), F.col("host"), F.col("domain")).alias("x")).first()
+    row = df.select(column(rules, F.col("url"), F.col("host"), F.col("domain")).alias("x")).first()
     assert row is not None and row["x"] is False
-    empty = df.select(Exclusions().column(F.col("url"), F.col("host"), F.col("domain")).alias("x"))
+    empty = df.select(column(Exclusions(), F.col("url"), F.col("host"), F.col("domain")).alias("x"))
     assert empty.first()["x"] is False
 
 
 def test_an_exclude_file_is_read_through_spark(spark, tmp_path):
     path = tmp_path / "exclude.txt"
     path.write_text("# operator list\n\nhost:b.com\nregex:/private/\n", encoding="utf-8")
-    [(source, text)] = _read_with_spark(spark, str(path))
+    [(source, text)] = read_with_spark(spark, str(path))
     assert source.endswith("exclude.txt")
     assert parse(text.splitlines(), source) == parse(["host:b.com", "regex:/private/"], "x")
     with pytest.raises(ConfigError, match="missing.txt.*cannot be read"):
-        _read_with_spark(spark, str(tmp_path / "missing.txt"))
+        read_with_spark(spark, str(tmp_path / "missing.txt"))

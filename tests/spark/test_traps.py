@@ -5,13 +5,12 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from crawllib.config import replace
+from crawllib.policy.traps import repeated_segments, url_pattern
 from crawllib.transforms.plan import filter_trapped
-from crawllib.traps import (
+from crawllib.transforms.traps import (
     pattern_counts,
-    repeated_segments,
     repeats_more_than,
     trapped_patterns,
-    url_pattern,
     url_pattern_column,
 )
 

@@ -7,8 +7,9 @@ import pickle
 
 import pytest
 
-from crawllib.config import ConfigError, load_config, replace
-from crawllib.exclusions import Exclusions, load, parse
+from crawllib.config import load_config, replace
+from crawllib.errors import ConfigError
+from crawllib.policy.exclusions import Exclusions, load, parse
 from crawllib.urls import host_of, normalize_url, registered_domain
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from crawllib.config import ConfigError, load_config
-from crawllib.traps import allowed_patterns, repeated_segments, url_pattern
+from crawllib.config import load_config
+from crawllib.errors import ConfigError
+from crawllib.policy.traps import allowed_patterns, repeated_segments, url_pattern
 
 
 @pytest.mark.parametrize(
