@@ -63,7 +63,7 @@ bench: $(STAMP)
 
 # dist/: wheel, crawllib.zip (--py-files), requirements.txt (requirements.lock less what the
 # cluster brings), bootstrap.sh and crawllib-env.tar.gz (spark.archives; cached in
-# ~/.cache/crawllib/env), see README.
+# ~/.cache/crawllib/env), see docs/emr.md.
 dist:
 	$(PYTHON) tools/build_dist.py --env
 

@@ -118,7 +118,7 @@ def _check_conf(v: Mapping[str, Any]) -> str | None:
 
 
 def _check_journal(v: float) -> str | None:
-    # the refetch bound after an executor loss (README: what an executor loss costs)
+    # the refetch bound after an executor loss (docs/operations.md: what an executor loss costs)
     return None if 0 <= v <= 60 else "seconds from 0 to 60"
 
 

@@ -40,7 +40,7 @@ VISITED_OUTCOMES: Final = (Outcome.OK, Outcome.NOT_MODIFIED)
 
 
 class Status:
-    """``crawldb.status``: the state of a known URL (README, Tables)."""
+    """``crawldb.status``: the state of a known URL (docs/tables.md)."""
 
     QUEUED: Final = "queued"
     FETCHED: Final = "fetched"

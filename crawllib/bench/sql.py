@@ -1,7 +1,8 @@
-"""`crawl sql` latency per engine: the README's queries over a crawl root, each in a fresh
+"""`crawl sql` latency per engine: the documented queries over a crawl root, each in a fresh
 `crawl sql` process, as an analyst runs them.
 
-Every ``crawl sql ROOT "QUERY" [options]`` of the README's bash blocks runs as ``python -m
+Every ``crawl sql ROOT "QUERY" [options]`` of the bash blocks of README.md and docs/*.md (each
+query once) runs as ``python -m
 crawllib.cli sql ROOT QUERY [options] --engine E``: a cold process each time (Python, imports,
 and for spark the JVM and Delta's jars), ``repeat`` times with duckdb and ``spark_repeat``
 times with spark, every other setting at its default. The figure is the median wall time. Both
@@ -22,18 +23,26 @@ import time
 from pathlib import Path
 from typing import Any
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PROJECT = Path(__file__).resolve().parents[2]
+# Where the queries users copy are shown: README.md, then docs/ (tables.md: the analysts')
+DOCS = (PROJECT / "README.md", *sorted((PROJECT / "docs").glob("*.md")))
 ENGINES = ("duckdb", "spark")
 GOAL_S = 1.0  # an analyst with only Python has the answer in under a second
 GoalRow = tuple[str, str, str, float | None, str]
 _PAGES = "SELECT count(*) AS n FROM pages"
 
 
-def readme_queries(readme: Path = README) -> list[tuple[str, list[str]]]:
-    """Every ``crawl sql ROOT "QUERY" [options]`` in the README's bash blocks: the query and
-    its options (without ``--config``), in the order the README shows them."""
+def documented_queries(docs: tuple[Path, ...] = DOCS) -> list[tuple[str, list[str]]]:
+    """Every ``crawl sql ROOT "QUERY" [options]`` in the documents' bash blocks, each (query,
+    options) once: the query and its options (without ``--config``), in the order the
+    documents show them."""
+    found = [query for doc in docs for query in _doc_queries(doc)]
+    return list({(query, tuple(options)): (query, options) for query, options in found}.values())
+
+
+def _doc_queries(doc: Path) -> list[tuple[str, list[str]]]:
     out: list[tuple[str, list[str]]] = []
-    blocks = readme.read_text(encoding="utf-8").split("```bash\n")[1:]
+    blocks = doc.read_text(encoding="utf-8").split("```bash\n")[1:]
     for block in (b.split("```", 1)[0] for b in blocks):
         lines = block.splitlines()
         for i, line in enumerate(lines):
@@ -71,10 +80,10 @@ def run_once(root: str, query: str, options: list[str], engine: str) -> tuple[fl
 
 
 def bench_sql(root: str, repeat: int = 3, spark_repeat: int = 1) -> dict[str, Any]:
-    """Per README query: each engine's median wall time over cold processes, the rows printed
+    """Per documented query: each engine's median wall time over cold processes, the rows printed
     and whether both engines printed the same."""
     queries = []
-    for query, options in readme_queries():
+    for query, options in documented_queries():
         runs = {"duckdb": repeat, "spark": spark_repeat}
         seconds: dict[str, float] = {}
         cpu: dict[str, float] = {}
@@ -132,7 +141,7 @@ def goal_rows(r: dict[str, Any]) -> list[GoalRow]:
     same = sum(q["same"] for q in r["queries"])
     return [
         (
-            f"12a. `crawl sql`, the README's {n} queries, cold process, mean of the medians: "
+            f"12a. `crawl sql`, the documented {n} queries, cold process, mean of the medians: "
             "duckdb / spark",
             f"{_mean(r, 'duckdb'):.2f} s",
             f"{_mean(r, 'spark'):.1f} s",
@@ -140,7 +149,7 @@ def goal_rows(r: dict[str, Any]) -> list[GoalRow]:
             "",
         ),
         (
-            f"12b. `crawl sql --engine duckdb`, slowest README query (cold process, wall) / "
+            f"12b. `crawl sql --engine duckdb`, slowest documented query (cold process, wall) / "
             f"{GOAL_S:g} s; same output as spark: {same} of {n}",
             f"{slowest:.2f} s",
             f"{GOAL_S:g} s",
@@ -153,7 +162,7 @@ def goal_rows(r: dict[str, Any]) -> list[GoalRow]:
 def details(r: dict[str, Any]) -> list[str]:
     """Markdown: the setup and each query's figures."""
     out = [
-        f"**12. `crawl sql`**: the README's `crawl sql` examples over a crawl root of "
+        f"**12. `crawl sql`**: the `crawl sql` examples of README.md and docs/ over a crawl root of "
         f"{r['pages']:,} pages ({r['files']:,} Parquet files, {r['bytes'] / 2**20:.0f} MiB; "
         f"load average {r['load']:.1f} at the end), each as a new `python -m crawllib.cli sql` "
         "process "

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Start an EMR cluster for crawllib (README, Amazon EMR): emr-spark-8.0.0 with Spark, the
+# Start an EMR cluster for crawllib (docs/emr.md, Amazon EMR): emr-spark-8.0.0 with Spark, the
 # configurations of this folder (Delta, the packed environment's Python for PySpark, the Glue
 # Data Catalog as the metastore), the bootstrap action on every node, the steps' and the
 # client-mode drivers' logs kept under LOG_URI, and the cluster ended once idle for

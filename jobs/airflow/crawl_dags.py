@@ -87,7 +87,7 @@ SPARK_CONF = {
     "spark.speculation": "false",  # two copies of a fetch task would hit the same hosts twice
     "spark.yarn.maxAppAttempts": "1",  # Airflow owns retries; a second attempt doubles them
 }
-EMR_DELTA = "/usr/share/aws/delta/lib"  # EMR's Delta jars (README, Amazon EMR)
+EMR_DELTA = "/usr/share/aws/delta/lib"  # EMR's Delta jars (docs/emr.md, Amazon EMR)
 EMR_ENV_PYTHON = "/opt/crawllib/env/bin/python"  # where deploy/emr/bootstrap.sh unpacks the env
 ARCHIVE = "archive"  # environment = "archive": ship crawllib-env.tar.gz with the submit
 # How long an EMR step waits for the crawl root's writer lease (a killed try's lease expires

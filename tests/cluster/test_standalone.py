@@ -297,8 +297,8 @@ def write_config(path: Path, resolve: dict[str, str]) -> Path:
 
 
 def emr_node(dist: Path, base: Path) -> Path:
-    """``/opt/crawllib`` as the bootstrap leaves it: dist/, jobs/ and conf/ (README uploads them
-    to one prefix), and crawllib-env.tar.gz unpacked into env/ with the bootstrap's command."""
+    """``/opt/crawllib`` as the bootstrap leaves it: dist/, jobs/ and conf/ (docs/emr.md uploads
+    them to one prefix), and crawllib-env.tar.gz unpacked into env/ with the bootstrap's command."""
     opt = base / "opt-crawllib"
     shutil.copytree(dist, opt)
     for folder in ("jobs", "conf"):

@@ -17,7 +17,7 @@ import pytest
 
 from crawllib import cli, duckdb_sql, lease, pipeline
 from crawllib import config as config_mod
-from crawllib.bench.sql import readme_queries
+from crawllib.bench.sql import documented_queries
 from crawllib.catalog import TABLE_NAMES
 from crawllib.schemas import TABLES
 from crawllib.testing import WebSpec, serve_in_thread
@@ -81,9 +81,9 @@ def test_the_catalog_names_every_table():
     assert TABLE_NAMES == tuple(TABLES)
 
 
-def test_readme_queries_give_the_same_answers(root, capsys):
-    queries = readme_queries()
-    assert len(queries) >= 9  # Using it, Priority and exclusions, Analysts
+def test_documented_queries_give_the_same_answers(root, capsys):
+    queries = documented_queries()
+    assert len(queries) >= 9  # README, crawling.md (traps), tables.md (Analysts), emr.md (S3)
     answered = 0
     for query, _ in queries:  # their --format aside: answers are compared as JSON
         answered += bool(same_answers(capsys, root, query))

@@ -1,6 +1,6 @@
-"""deploy/emr/ as README uses it: every step is a spark-submit of a job in jobs/ with files that
-``make dist`` writes (or EMR's Delta jars), a profile in conf/ and arguments the `crawl` parser
-takes; the configurations give PySpark the environment the bootstrap unpacks.
+"""deploy/emr/ as docs/emr.md uses it: every step is a spark-submit of a job in jobs/ with files
+that ``make dist`` writes (or EMR's Delta jars), a profile in conf/ and arguments the `crawl`
+parser takes; the configurations give PySpark the environment the bootstrap unpacks.
 tests/cluster/test_standalone.py runs the same steps on a local standalone cluster."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The package as others install it: compatible ranges in pyproject, the versions tested pinned
 in requirements.lock (what `make install` and the packed environment hold), the wheel's
-metadata and files (LICENSE, py.typed, the JVM's log4j2 file), and a README that installs it
-from dist/, never from an index by its bare name."""
+metadata and files (LICENSE, py.typed, the JVM's log4j2 file), and docs (the README and docs/)
+that install it from dist/, never from an index by its bare name."""
 
 from __future__ import annotations
 
@@ -61,10 +61,11 @@ def test_the_wheel_holds_the_license_type_information_and_the_log4j_file(tmp_pat
     assert (REPO / "LICENSE").read_text().lstrip().startswith("Apache License")
 
 
-def test_readme_installs_the_wheel_from_dist_never_by_name_from_an_index():
-    readme = (REPO / "README.md").read_text()
-    installs = re.findall(r"pip install[^\n`]*", readme)
+def test_docs_install_the_wheel_from_dist_never_by_name_from_an_index():
+    docs = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").glob("*.md"))]
+    text = "\n".join(path.read_text() for path in docs)  # the wheel's installs are in docs/
+    installs = re.findall(r"pip install[^\n`]*", text)
     assert installs
     by_name = [line for line in installs if re.search(r"\s'?crawllib(\[[a-z,]+\])?'?(\s|$)", line)]
     assert by_name == []
-    assert re.search(r"pip install '?dist/crawllib-[^ ]*\.whl(\[sql\])?'?", readme)
+    assert re.search(r"pip install '?dist/crawllib-[^ ]*\.whl(\[sql\])?'?", text)
