@@ -59,12 +59,11 @@ from typing import TYPE_CHECKING, Any
 from crawllib.config import Config
 from crawllib.filestore import Folder, folder_at
 from crawllib.lease import Store
-from crawllib.records import EngineRecord
+from crawllib.records import EngineRecord, Resume, hosts_of
 from crawllib.roots import normalize_root
 from crawllib.vocab import Record
 
 if TYPE_CHECKING:  # the engine's modules (aiohttp) are imported on executors only
-    from crawllib.fetch.resume import Resume
     from crawllib.fetch.watch import Watcher
 
 log = logging.getLogger(__name__)
@@ -330,8 +329,6 @@ class TaskJournal:
     def _read(self, previous: Claim | None) -> None:
         """What the chunks hold, as the engine resumes from it; their records stay in storage
         until :meth:`stored` reads them again (a task's pages may not fit in memory)."""
-        from crawllib.fetch.resume import Resume, hosts_of
-
         self._names = sorted(n for n in self.folder.sizes() if n.endswith(CHUNK_SUFFIX))
         self.earlier = previous is not None or bool(self._names)
         done: list[EngineRecord] = []  # without page bodies and texts: what the engine needs

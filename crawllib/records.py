@@ -14,9 +14,13 @@ tables hold timestamps). The ``record`` literals are the words of ``crawllib.voc
 
 from __future__ import annotations
 
+import dataclasses
 import types
 import typing
-from typing import Literal, NotRequired, TypedDict
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, NotRequired, TypedDict
+
+from crawllib.vocab import Record
 
 
 class FetchInput(TypedDict):
@@ -262,3 +266,34 @@ def value_type(annotation: object) -> object:
         (inner,) = [a for a in typing.get_args(annotation) if a is not type(None)]
         return value_type(inner)
     return annotation
+
+
+@dataclasses.dataclass(frozen=True)
+class Resume:
+    """What earlier attempts of a task did: ``records`` (fetch, robots, sitemap and probe
+    records, in the order they were emitted), ``hosts`` (slot -> its state at the last
+    checkpoint) and ``requested`` (url_keys requested without a record here)."""
+
+    records: tuple[EngineRecord, ...] = ()
+    hosts: Mapping[str, HostRecord] = dataclasses.field(default_factory=dict)
+    requested: frozenset[int] = frozenset()
+
+    def fetched(self) -> frozenset[int]:
+        """The url_keys that have a fetch record."""
+        return frozenset(
+            r["url_key"]
+            for r in self.records
+            if r["record"] == Record.FETCH and r["url_key"] is not None
+        )
+
+    def of_kind(self, kind: str) -> list[Any]:
+        return [r for r in self.records if r["record"] == kind]
+
+
+def hosts_of(checkpoints: Iterable[Mapping[str, Any]]) -> dict[str, HostRecord]:
+    """slot -> its HostRecord in the latest of ``checkpoints`` (CheckpointRecords in order)."""
+    out: dict[str, HostRecord] = {}
+    for checkpoint in checkpoints:
+        for host in checkpoint["hosts"]:
+            out[host["slot"]] = host
+    return out

@@ -93,12 +93,12 @@ from crawllib.fetch.client import (
 )
 from crawllib.fetch.dns import Resolver
 from crawllib.fetch.follow import Follower
-from crawllib.fetch.resume import Resume, continue_slot, replay
+from crawllib.fetch.resume import continue_slot, replay
 from crawllib.fetch.robots_fetch import RobotsState, classify, fetch_robots, fresh_rows
 from crawllib.fetch.servers import Server
 from crawllib.fetch.sitemap_fetch import fetch_sitemap, sitemap_urls
 from crawllib.fetch.slots import LoopClock, Slot
-from crawllib.records import EngineRecord, FetchRecord, HostRecord, HostState, ProbeRecord
+from crawllib.records import EngineRecord, FetchRecord, HostRecord, HostState, ProbeRecord, Resume
 from crawllib.robots import RobotsRules
 from crawllib.urls import host_of, registered_domain, surt
 from crawllib.vocab import (

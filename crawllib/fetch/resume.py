@@ -21,38 +21,15 @@ answer was lost with it). Requesting one again is a refetch: its fetch record sa
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from crawllib.records import EngineRecord, HostRecord
+from crawllib.records import Resume
 from crawllib.vocab import Record
 
 if TYPE_CHECKING:
     from crawllib.fetch.engine import _Run
     from crawllib.fetch.slots import Slot
-
-
-@dataclasses.dataclass(frozen=True)
-class Resume:
-    """What earlier attempts of a task did: ``records`` (fetch, robots, sitemap and probe
-    records, in the order they were emitted), ``hosts`` (slot -> its state at the last
-    checkpoint) and ``requested`` (url_keys requested without a record here)."""
-
-    records: tuple[EngineRecord, ...] = ()
-    hosts: Mapping[str, HostRecord] = dataclasses.field(default_factory=dict)
-    requested: frozenset[int] = frozenset()
-
-    def fetched(self) -> frozenset[int]:
-        """The url_keys that have a fetch record."""
-        return frozenset(
-            r["url_key"]
-            for r in self.records
-            if r["record"] == Record.FETCH and r["url_key"] is not None
-        )
-
-    def of_kind(self, kind: str) -> list[Any]:
-        return [r for r in self.records if r["record"] == kind]
 
 
 def continue_slot(slot: Slot, checkpoint: Mapping[str, Any]) -> None:
@@ -101,12 +78,3 @@ def replay(run: _Run, slots: Mapping[str, Slot], resume: Resume) -> None:
         slot = slot_of(sitemap["host"])
         if slot is not None:
             run.queue_sitemap_children(slot, sitemap)
-
-
-def hosts_of(checkpoints: Iterable[Mapping[str, Any]]) -> dict[str, HostRecord]:
-    """slot -> its HostRecord in the latest of ``checkpoints`` (CheckpointRecords in order)."""
-    out: dict[str, HostRecord] = {}
-    for checkpoint in checkpoints:
-        for host in checkpoint["hosts"]:
-            out[host["slot"]] = host
-    return out

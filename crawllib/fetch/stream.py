@@ -19,9 +19,8 @@ from typing import Any
 
 from crawllib.config import Config
 from crawllib.fetch.engine import fetch_async
-from crawllib.fetch.resume import Resume
 from crawllib.fetch.watch import Watcher
-from crawllib.records import EngineRecord, HostState
+from crawllib.records import EngineRecord, HostState, Resume
 
 MAX_QUEUED_RECORDS = 256
 MAX_QUEUED_BYTES = 64 * 1024 * 1024
