@@ -23,8 +23,8 @@ demo: $(STAMP)
 	$(BIN)/crawl demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check crawllib jobs tests tools
-	$(BIN)/ruff format --check crawllib jobs tests tools
+	$(BIN)/ruff check crawllib benchmarks jobs tests tools
+	$(BIN)/ruff format --check crawllib benchmarks jobs tests tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -32,8 +32,8 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 format: $(STAMP)
-	$(BIN)/ruff format crawllib jobs tests tools
-	$(BIN)/ruff check --fix crawllib jobs tests tools
+	$(BIN)/ruff format crawllib benchmarks jobs tests tools
+	$(BIN)/ruff check --fix crawllib benchmarks jobs tests tools
 
 # Tests run over WORKERS pytest-xdist workers, each with its own SparkSession; a test file runs
 # whole in one worker (tests/conftest.py). The tests wait on servers and politeness delays as much
@@ -59,7 +59,7 @@ e2e: $(STAMP)
 	$(BIN)/pytest -m e2e
 
 bench: $(STAMP)
-	$(BIN)/python -m crawllib.bench
+	$(BIN)/python -m benchmarks
 
 # dist/: wheel, crawllib.zip (--py-files), requirements.txt (requirements.lock less what the
 # cluster brings), bootstrap.sh and crawllib-env.tar.gz (spark.archives; cached in

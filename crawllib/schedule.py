@@ -23,7 +23,7 @@ by the crawl's clock (``crawl.now``, or the time plan first started the generati
 
 The rule is written once, over an :class:`Ops` of the few operations it needs, so the update
 stage applies it as Spark column expressions (``SPARK`` in ``crawllib.transforms.update``) and
-simulations (``crawllib.bench.recrawl``) apply the same rule to Python floats (``PYTHON``).
+simulations (``benchmarks.recrawl``) apply the same rule to Python floats (``PYTHON``).
 Pure Python: no Spark import here.
 """
 

@@ -1,8 +1,8 @@
 """Shared fixtures (one SparkSession per test session: it takes seconds to start) and the test
 tiers.
 
-Tiers, by folder: tests/unit (pure code, no SparkSession) and tests/spark (a shared session,
-tables under tmp_path) form the fast tier, ``make check`` (``pytest -m "not slow"``); tests/e2e,
+Tiers, by folder: tests/unit (pure code, no SparkSession), tests/spark (a shared session,
+tables under tmp_path) and tests/bench (the benchmarks' code, on small inputs) form the fast tier, ``make check`` (``pytest -m "not slow"``); tests/e2e,
 tests/airflow and tests/cluster, and any test marked ``e2e`` elsewhere, are ``slow``, except
 those marked ``smoke``, which the fast tier keeps: tests/e2e/test_crawl.py (one whole crawl of
 the test web), test_notebook.py (the analyst notebook re-executed on that crawl) and
@@ -116,7 +116,7 @@ def new_root(unheld_root, spark_cfg):
 # The order xdist hands out test files (the longest first, so that none starts last): these
 # files, then by folder.
 FIRST = ("tests/cluster/test_standalone.py", "tests/e2e/test_crash.py")
-FOLDER_ORDER = ("cluster", "e2e", "airflow", "spark", "unit")
+FOLDER_ORDER = ("cluster", "e2e", "airflow", "spark", "bench", "unit")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -129,7 +129,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)  # stable: a file's tests keep their order
     for item in items:
         folder = Path(item.path).resolve().relative_to(TESTS).parts[0]
-        if folder == "spark":
+        if folder == "spark" or "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
         slow = folder in SLOW_FOLDERS or item.get_closest_marker("e2e")
         if slow and not item.get_closest_marker("smoke"):

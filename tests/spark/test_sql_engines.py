@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.sql import documented_queries
 from crawllib import cli, duckdb_sql, lease, pipeline
 from crawllib import config as config_mod
-from crawllib.bench.sql import documented_queries
 from crawllib.catalog import TABLE_NAMES
 from crawllib.schemas import TABLES
 from crawllib.testing import WebSpec, serve_in_thread

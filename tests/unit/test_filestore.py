@@ -7,12 +7,12 @@ import pytest
 
 from crawllib import filestore
 from crawllib.config import load_config
-from crawllib.testing.s3 import moto_s3
+from tests.s3server import moto_s3
 
 
 @pytest.fixture(scope="module")
 def s3_cfg():
-    """moto's S3 on 127.0.0.1 with a bucket (crawllib.testing.s3)."""
+    """moto's S3 on 127.0.0.1 with a bucket (tests.s3server)."""
     with moto_s3("warc-bucket") as cfg:
         yield cfg
 

@@ -21,8 +21,8 @@ import pytest
 from crawllib import lease
 from crawllib.config import load_config, replace
 from crawllib.errors import LeaseHeld, LeaseLost, LeaseNotHeld
-from crawllib.testing.s3 import moto_s3
 from crawllib.testing.stores import Breakable
+from tests.s3server import moto_s3
 
 TTL = 60.0
 
@@ -37,7 +37,7 @@ class Clock:
 
 @pytest.fixture(scope="module")
 def s3():
-    """moto's S3 on 127.0.0.1 with a bucket (crawllib.testing.s3)."""
+    """moto's S3 on 127.0.0.1 with a bucket (tests.s3server)."""
     with moto_s3("crawl-bucket") as cfg:
         yield cfg
 

@@ -1,10 +1,10 @@
 """Scale: one generation of ``--urls`` URLs on crawls whose crawldb holds each of ``--rows``.
 
-For each size a synthetic crawl root is built (crawllib.bench.scale_build: ten generations of
+For each size a synthetic crawl root is built (benchmarks.scale_build: ten generations of
 history, a frontier for the next) or taken from the cache under ``--work``, copied, and its
 next generation run: plan and update are the real stages (``pipeline.run_stage``), the
-fetch is synthetic (crawllib.bench.scale_fetch). Per stage: wall seconds and CPU seconds of
-the driver, the JVM and the Python workers (crawllib.bench.procs), and each table's data
+fetch is synthetic (benchmarks.scale_fetch). Per stage: wall seconds and CPU seconds of
+the driver, the JVM and the Python workers (benchmarks.procs), and each table's data
 files and bytes before and after the generation. The report ends with the ratio of the
 largest size's figures to the smallest's, per stage; the goal is at most 1.5 for 10x rows.
 """
@@ -25,12 +25,12 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from benchmarks.procs import ProcessTree
+from benchmarks.scale_build import build_seconds, cached_root, clone_root
+from benchmarks.scale_data import DAY, T0, ScaleSpec
+from benchmarks.scale_fetch import run_fetch
+from benchmarks.stages import bench_config
 from crawllib import config, lease, pipeline, tables
-from crawllib.bench.procs import ProcessTree
-from crawllib.bench.scale_build import build_seconds, cached_root, clone_root
-from crawllib.bench.scale_data import DAY, T0, ScaleSpec
-from crawllib.bench.scale_fetch import run_fetch
-from crawllib.bench.stages import bench_config
 from crawllib.config import Config
 from crawllib.stages.base import StageResult
 from crawllib.transforms.fetch import follow_inputs
@@ -57,13 +57,13 @@ SHOWN = {
 }
 
 
-# The report's paragraph on this benchmark (crawllib.bench.suite prints it; the suite does not
+# The report's paragraph on this benchmark (benchmarks.suite prints it; the suite does not
 # run it: building a root of 10^7 URLs takes longer than the rest of the suite).
 DETAILS = (
-    "**11. Scale** (`python -m crawllib.bench scale --rows 1000000,10000000 --urls 100000 "
+    "**11. Scale** (`python -m benchmarks scale --rows 1000000,10000000 --urls 100000 "
     "--work DIR`, run alone: figures in the notes below): one generation of `--urls` URLs on "
     "crawl roots whose crawldb holds each of `--rows` URLs. A root is synthetic, built in "
-    "Spark built-ins (`crawllib/bench/scale_build.py`, cached under DIR/roots): rows / 100 "
+    "Spark built-ins (`benchmarks/scale_build.py`, cached under DIR/roots): rows / 100 "
     "hosts, URLs per host Zipf-like (rank^-2/3); crawldb statuses fetched 62%, queued 12%, "
     "gone 6%, duplicate 5%, redirected 4%, filtered 3.5%, failed 3%, robots_denied 2%, "
     "noindex 1%, dead 1%, blocked 0.5%; ten earlier generations: per stored URL a page (a few "
@@ -74,7 +74,7 @@ DETAILS = (
     "frontier (which also links 10% as many known URLs), 20% queued and 5% failed URLs due, "
     "15% revisits due; all of them planned (no per-host cap or budget cuts). Plan and "
     "update are the real stages on a copy of the root; fetch is synthetic "
-    "(`crawllib/bench/scale_fetch.py`: pages, texts, links, fetches and hosts rows of the "
+    "(`benchmarks/scale_fetch.py`: pages, texts, links, fetches and hosts rows of the "
     "planned URLs, 91.5% ok or 304, in one slice). Per stage: wall and CPU seconds of the "
     "driver, the JVM and the Python workers; per table: Delta data files and bytes before and "
     "after. Goal: each stage at most 1.5 × as long at 10^7 rows as at 10^6."
@@ -96,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def scale_config(spec: ScaleSpec, driver_memory: str = "", event_log: str = "") -> Config:
-    """The benchmark's config (crawllib.bench.stages.bench_config, 8 shuffle partitions as
+    """The benchmark's config (benchmarks.stages.bench_config, 8 shuffle partitions as
     conf/local.toml) for a spec: the crawl's clock on the measured generation's day, room for
     all its URLs (no per-host cap, budget or depth cuts them)."""
     conf: dict[str, str] = {}

@@ -74,9 +74,9 @@ def bench_priority(
 ) -> dict[str, Any]:
     """Crawl the same web in each of ORDERS; per order the share of the important pages
     fetched after each generation, the pages fetched and the wall time."""
+    from benchmarks.fetch import engine_config, web_server
+    from benchmarks.stages import bench_config
     from crawllib import lease, pipeline, tables
-    from crawllib.bench.fetch import engine_config, web_server
-    from crawllib.bench.stages import bench_config
 
     spec = WebSpec(
         hosts=hosts,
@@ -181,7 +181,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> None:
-    from crawllib.bench.stages import bench_config
+    from benchmarks.stages import bench_config
     from crawllib.session import get_spark
 
     work = args.work or tempfile.mkdtemp(prefix="crawllib-bench-priority-")

@@ -1,4 +1,4 @@
-"""The scale benchmark's history tables, derived from its crawldb (crawllib.bench.scale_build):
+"""The scale benchmark's history tables, derived from its crawldb (benchmarks.scale_build):
 what earlier generations would have written for the URLs crawldb holds.
 
 Each function takes crawldb rows and returns rows of one table, in Spark built-ins. A URL's
@@ -14,7 +14,7 @@ import datetime as dt
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from crawllib.bench.scale_data import (
+from benchmarks.scale_data import (
     KNOWN_IN_FRONTIER,
     STATUS_MIX,
     STORED,
@@ -28,7 +28,7 @@ from crawllib.bench.scale_data import (
     uniform,
     url_of,
 )
-from crawllib.bench.scale_keys import with_url_key
+from benchmarks.scale_keys import with_url_key
 from crawllib.schemas import (
     FETCHES,
     FETCHLIST,

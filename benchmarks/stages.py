@@ -1,5 +1,5 @@
 """Spark stage benchmarks: the fetch ceiling, parse (forced: extraction in Spark) against bare
-trafilatura, fixed cost per generation as crawldb grows. Each returns a dict of figures; :mod:`crawllib.bench.suite`
+trafilatura, fixed cost per generation as crawldb grows. Each returns a dict of figures; :mod:`benchmarks.suite`
 prints them.
 
 Every run crawls its own root under ``work`` with the real stages (``pipeline.run_stage``),
@@ -16,9 +16,9 @@ import trafilatura
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from benchmarks.fetch import engine_config, page_rows, page_urls, run_engine, web_server
+from benchmarks.procs import ProcessTree
 from crawllib import config, lease, pipeline, seeding, tables
-from crawllib.bench.fetch import engine_config, page_rows, page_urls, run_engine, web_server
-from crawllib.bench.procs import ProcessTree
 from crawllib.config import Config
 from crawllib.extract import close_unclosed_title, decode_html
 from crawllib.schemas import CRAWLDB, columns_of

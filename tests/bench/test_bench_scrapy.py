@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from crawllib.bench.scrapy_crawl import run_scrapy
+from benchmarks.scrapy_crawl import run_scrapy
 from crawllib.testing import WebSpec, serve_in_thread
 from crawllib.testing.truth import canonical_url, expect
 

@@ -1,4 +1,4 @@
-"""``python -m crawllib.bench``: every benchmark in one go on the built-in test web; prints a
+"""``python -m benchmarks``: every benchmark in one go on the built-in test web; prints a
 markdown report and writes it to ``docs/benchmarks.md`` (with commit, machine and date).
 
 ``--quick`` shrinks every size (a smoke run of the whole suite in a few minutes; its figures
@@ -17,7 +17,7 @@ import tempfile
 import time
 from typing import Any
 
-from crawllib.bench.procs import mib
+from benchmarks.procs import mib
 
 REPORT = "docs/benchmarks.md"
 
@@ -86,13 +86,13 @@ def kept_notes(path: str) -> str:
 
 
 def run_all(work: str, sizes: dict[str, dict[str, Any]], scrapy: bool = True) -> dict[str, Any]:
-    from crawllib.bench.crawl import bench_crawl, bench_sites
-    from crawllib.bench.fetch import bench_gap_error
-    from crawllib.bench.memory import bench_memory
-    from crawllib.bench.priority import bench_priority
-    from crawllib.bench.recrawl import bench_recrawl
-    from crawllib.bench.sql import bench_sql
-    from crawllib.bench.stages import bench_config, bench_fetch_and_parse, bench_fixed_cost
+    from benchmarks.crawl import bench_crawl, bench_sites
+    from benchmarks.fetch import bench_gap_error
+    from benchmarks.memory import bench_memory
+    from benchmarks.priority import bench_priority
+    from benchmarks.recrawl import bench_recrawl
+    from benchmarks.sql import bench_sql
+    from benchmarks.stages import bench_config, bench_fetch_and_parse, bench_fixed_cost
     from crawllib.session import get_spark
 
     spark = get_spark(bench_config())
@@ -138,7 +138,7 @@ def render(r: dict[str, Any], quick: bool = False) -> str:
     lines = [
         "# Benchmarks",
         "",
-        f"`python -m crawllib.bench{' --quick' if quick else ''}` at commit {_commit()}, "
+        f"`python -m benchmarks{' --quick' if quick else ''}` at commit {_commit()}, "
         f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, on {_machine()}; "
         f"the suite took {r['seconds'] / 60:.1f} min."
         + (" **Quick run: sizes too small to mean anything.**" if quick else ""),
@@ -261,29 +261,29 @@ def render(r: dict[str, Any], quick: bool = False) -> str:
         ),
     ]
     if "recrawl" in r:
-        from crawllib.bench.recrawl import details, goal_rows
+        from benchmarks.recrawl import details, goal_rows
 
         lines += [_row(*row) for row in goal_rows(r["recrawl"])]
     if "priority" in r:
-        from crawllib.bench.priority import goal_row
+        from benchmarks.priority import goal_row
 
         lines.append(_row(*goal_row(r["priority"])))
     if "sql" in r:
-        from crawllib.bench.sql import goal_rows as sql_rows
+        from benchmarks.sql import goal_rows as sql_rows
 
         lines += [_row(*row) for row in sql_rows(r["sql"])]
     lines += ["", *_details(r)]
     if "recrawl" in r:
         lines += ["", *details(r["recrawl"])]
     if "priority" in r:
-        from crawllib.bench.priority import render as priority_details
+        from benchmarks.priority import render as priority_details
 
         lines += ["", "Measure 10, priority:", "", priority_details(r["priority"])]
     if "sql" in r:
-        from crawllib.bench.sql import details as sql_details
+        from benchmarks.sql import details as sql_details
 
         lines += ["", *sql_details(r["sql"])]
-    from crawllib.bench.scale import DETAILS as scale_details
+    from benchmarks.scale import DETAILS as scale_details
 
     lines += ["", scale_details]
     return "\n".join(lines) + "\n"
@@ -370,7 +370,7 @@ def _details(r: dict[str, Any]) -> list[str]:
             "Scrapy: ROBOTSTXT_OBEY, DOWNLOAD_DELAY = delay without randomising, one request "
             "per host at a time, DEPTH_LIMIT = max depth, all hosts at once; every request goes "
             "to the test web through its proxy setting; per page: links and trafilatura text, "
-            "our options (see `crawllib/bench/scrapy_crawl.py` for what still differs).",
+            "our options (see `benchmarks/scrapy_crawl.py` for what still differs).",
         ]
     out += [
         "",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crawllib.bench import fetch as fetch_bench
+from benchmarks import fetch as fetch_bench
 
 
 def test_bench_reports_efficiency_and_throughput():

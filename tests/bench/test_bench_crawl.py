@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawllib.bench.crawl import bench_sites
+from benchmarks.crawl import bench_sites
 
 DELAY = 0.1
 

@@ -1,4 +1,4 @@
-"""The scale benchmark (crawllib.bench.scale) at its quick mode's smallest size: the built
+"""The scale benchmark (benchmarks.scale) at its quick mode's smallest size: the built
 root holds what its spec asks for, in the crawler's own keys and shapes, and the measured
 generation runs every stage on it and reports its figures."""
 
@@ -10,11 +10,11 @@ import string
 import pytest
 from pyspark.sql import functions as F
 
+from benchmarks.scale import FOLLOW, QUICK_ROWS, QUICK_URLS, measure, render, scale_config
+from benchmarks.scale_build import cached_root
+from benchmarks.scale_data import STORED, ScaleSpec
+from benchmarks.scale_keys import with_url_key, wrapping
 from crawllib import tables
-from crawllib.bench.scale import FOLLOW, QUICK_ROWS, QUICK_URLS, measure, render, scale_config
-from crawllib.bench.scale_build import cached_root
-from crawllib.bench.scale_data import STORED, ScaleSpec
-from crawllib.bench.scale_keys import with_url_key, wrapping
 from crawllib.urls import normalize_url, registered_domain, url_key
 from crawllib.vocab import STAGES, Status
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from benchmarks.stages import bench_config
 from crawllib import config, generations, integrity, lease, metrics, pipeline, seeding, tables
-from crawllib.bench.stages import bench_config
 from crawllib.stages import plan
 from crawllib.testing import WebSpec, serve_in_thread
 

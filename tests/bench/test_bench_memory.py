@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from crawllib.bench.memory import bench_memory, markdown_table
+from benchmarks.memory import bench_memory, markdown_table
 from crawllib.config import load_config
 from crawllib.testing import WebSpec
 

@@ -26,10 +26,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from benchmarks.fetch import engine_config, run_engine, web_server
+from benchmarks.procs import ProcessTree
+from benchmarks.stages import bench_config
 from crawllib import config, lease, pipeline, tables
-from crawllib.bench.fetch import engine_config, run_engine, web_server
-from crawllib.bench.procs import ProcessTree
-from crawllib.bench.stages import bench_config
 from crawllib.config import Config
 from crawllib.extract import extract_record
 from crawllib.testing import WebSpec
@@ -141,7 +141,7 @@ def bench_sites(
         root = os.path.join(work, "sites")
         out.update(run_ours(spark, root, cfg, seeds))
         if scrapy:
-            from crawllib.bench.scrapy_crawl import run_scrapy
+            from benchmarks.scrapy_crawl import run_scrapy
 
             port = int(next(iter(resolve.values())).rsplit(":", 1)[1])
             scrapy_dir = os.path.join(work, "scrapy-sites")

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[1]
 # Where the queries users copy are shown: README.md, then docs/ (tables.md: the analysts')
 DOCS = (PROJECT / "README.md", *sorted((PROJECT / "docs").glob("*.md")))
 ENGINES = ("duckdb", "spark")

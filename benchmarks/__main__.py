@@ -1,5 +1,5 @@
-"""``python -m crawllib.bench``: the whole suite (see crawllib.bench.suite), or
-``python -m crawllib.bench <benchmark> [options]`` for one benchmark.
+"""``python -m benchmarks``: the whole suite (see benchmarks.suite), or
+``python -m benchmarks <benchmark> [options]`` for one benchmark.
 
 Each benchmark is a module of this package with ``add_arguments(parser)`` and ``main(args)``;
 add one by adding its name to BENCHMARKS.
@@ -11,22 +11,22 @@ import argparse
 import importlib
 import logging
 
-from crawllib.bench import suite
+from benchmarks import suite
 
 BENCHMARKS = {
-    "cost": "crawllib.bench.cost",
-    "fetch": "crawllib.bench.fetch",
-    "memory": "crawllib.bench.memory",
-    "recrawl": "crawllib.bench.recrawl",
-    "priority": "crawllib.bench.priority",
-    "scale": "crawllib.bench.scale",
-    "shared": "crawllib.bench.shared",
-    "sql": "crawllib.bench.sql",
+    "cost": "benchmarks.cost",
+    "fetch": "benchmarks.fetch",
+    "memory": "benchmarks.memory",
+    "recrawl": "benchmarks.recrawl",
+    "priority": "benchmarks.priority",
+    "scale": "benchmarks.scale",
+    "shared": "benchmarks.shared",
+    "sql": "benchmarks.sql",
 }
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m crawllib.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     suite.add_arguments(parser)
     parser.set_defaults(module=suite)
     commands = parser.add_subparsers(dest="benchmark")

@@ -4,7 +4,7 @@ gzip bomb, for several page sizes; it should stay bounded by the fetch limits, n
 For each body size: a fresh crawl root seeded with the home pages of the regular test hosts plus
 ``http://bigbody.net/big.html`` (``body_bytes`` of HTML) and ``http://gzipbomb.org/bomb.html``
 (about 1 MB inflating to 1 GiB); plan gen 0, then fetch gen 0 inside a
-:class:`~crawllib.bench.procs.ProcessTree`. The fetch limits stay at their defaults
+:class:`~benchmarks.procs.ProcessTree`. The fetch limits stay at their defaults
 (``fetch.max_body_bytes``, ``fetch.max_decompressed_bytes``) and are reported with the figures.
 
 Per-stage peaks. Spark reuses Python workers across tasks (``spark.python.worker.reuse``,
@@ -35,8 +35,8 @@ import psutil
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from benchmarks.procs import ProcessTree, TreeFigures
 from crawllib import lease, pipeline, seeding, tables
-from crawllib.bench.procs import ProcessTree, TreeFigures
 from crawllib.config import load_config, replace
 
 BIG_URL = "http://bigbody.net/big.html"
@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> None:
-    from crawllib.bench.stages import bench_config
+    from benchmarks.stages import bench_config
     from crawllib.session import get_spark
 
     cfg = replace(bench_config(), spark__master=args.master)

@@ -1,7 +1,7 @@
 """Scrapy over the test web, set up like our crawler: the Scrapy side of "ours vs Scrapy".
 
 ``run_scrapy`` writes the job to ``OUT_DIR/job.json``, runs ``python -m
-crawllib.bench.scrapy_crawl OUT_DIR/job.json`` (one ``CrawlerProcess``) and returns the child's
+benchmarks.scrapy_crawl OUT_DIR/job.json`` (one ``CrawlerProcess``) and returns the child's
 wall and CPU time with Scrapy's counts. The child writes one line per page to
 ``OUT_DIR/pages.jsonl`` (url, status, depth, text_len) and Scrapy's stats to
 ``OUT_DIR/stats.json``. Only this module imports Scrapy (the ``bench`` extra), and only in the child.
@@ -149,7 +149,7 @@ def run_scrapy(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Child: ``python -m crawllib.bench.scrapy_crawl OUT_DIR/job.json``."""
+    """Child: ``python -m benchmarks.scrapy_crawl OUT_DIR/job.json``."""
     args = sys.argv[1:] if argv is None else argv
     job_path = Path(args[0])
     job = json.loads(job_path.read_text())

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import urllib.request
 
-from crawllib.bench.fetch import web_server
-from crawllib.bench.priority import important_pages, in_degrees, render
+from benchmarks.fetch import web_server
+from benchmarks.priority import important_pages, in_degrees, render
 from crawllib.testing.site import Site, WebSpec
 from crawllib.urls import normalize_url
 

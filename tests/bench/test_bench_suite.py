@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from crawllib.bench.suite import FULL, NOTES_HEADING, kept_notes, render
+from benchmarks.suite import FULL, NOTES_HEADING, kept_notes, render
 from crawllib.testing.audit import Audit
 
 MIB = 2**20

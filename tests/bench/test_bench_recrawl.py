@@ -8,9 +8,9 @@ import random
 import pytest
 from test_bench_suite import results
 
-from crawllib.bench import recrawl, recrawl_sim
-from crawllib.bench.recrawl_sim import HOUR, START, Page, plan_host, simulate, visit
-from crawllib.bench.suite import render
+from benchmarks import recrawl, recrawl_sim
+from benchmarks.recrawl_sim import HOUR, START, Page, plan_host, simulate, visit
+from benchmarks.suite import render
 from crawllib.config import Config, replace
 from crawllib.schedule import PYTHON, next_interval
 from crawllib.testing import changes

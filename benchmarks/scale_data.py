@@ -125,7 +125,7 @@ class ScaleSpec:
 
     @property
     def max_url_bytes(self) -> int:
-        """A bound on the length of every URL the benchmark makes (crawllib.bench.scale_keys)."""
+        """A bound on the length of every URL the benchmark makes (benchmarks.scale_keys)."""
         digits = len(str(self.rows + 100 * self.urls))
         return len("http://site.com") + len(str(self.host_count)) + len("/c/9/p.html") + 24 + digits
 

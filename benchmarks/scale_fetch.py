@@ -25,10 +25,10 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from benchmarks.scale_data import ScaleSpec, at_day, bucket, etag_of, html_of
+from benchmarks.scale_history import text_columns
+from benchmarks.scale_keys import with_url_key, wrapping
 from crawllib import generations, integrity, pipeline, tables
-from crawllib.bench.scale_data import ScaleSpec, at_day, bucket, etag_of, html_of
-from crawllib.bench.scale_history import text_columns
-from crawllib.bench.scale_keys import with_url_key, wrapping
 from crawllib.schemas import FETCHES, HOSTS, LINKS, PAGES, TEXTS, columns_of
 from crawllib.stages.fetch import FetchResult
 from crawllib.transforms.fetch import HOSTS_UPDATE

@@ -2,7 +2,7 @@
 hosts of the test web (known change rates), at a fixed fetch budget per generation; and a short
 real crawl that checks the simulator counts what the crawler does.
 
-The simulator is :mod:`crawllib.bench.recrawl_sim`.
+The simulator is :mod:`benchmarks.recrawl_sim`.
 
 **The real check** (:func:`real_check`): a few generations of the real crawler (Spark, Delta,
 the test web on loopback, ``crawl.now`` and the web's clock set per generation) and the
@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from crawllib.bench.recrawl_sim import (
+from benchmarks.recrawl_sim import (
     HOUR,
     START,
     Counts,
@@ -173,8 +173,8 @@ def real_check(
     """``generations`` generations of the real crawler, ``step`` seconds apart by
     ``crawl.now`` and the test web's clock, from the front pages of ``hosts`` changing hosts,
     and the simulator on the same setup; per generation, both counts and fetched URLs."""
+    from benchmarks.stages import bench_config
     from crawllib import lease, pipeline, seeding, tables
-    from crawllib.bench.stages import bench_config
     from crawllib.testing import serve_in_thread
 
     spec = WebSpec(hosts=0, special=False, changing_hosts=hosts, changing_pages=pages)
@@ -312,7 +312,7 @@ def details(r: dict[str, Any]) -> list[str]:
     mix = ", ".join(f"{v['pages'] // r['hosts']} {k}" for k, v in kinds.items())
     when = dt.datetime.fromtimestamp(r["start"], dt.UTC).strftime("%Y-%m-%d %H:%M")
     out = [
-        f"**9. Recrawl**, simulated (`crawllib.bench.recrawl.simulate`: plan's per-host "
+        f"**9. Recrawl**, simulated (`benchmarks.recrawl.simulate`: plan's per-host "
         "selection, crawllib.schedule's rule, the test web's change truth; no politeness "
         f"timing, no failures): {r['hosts']} changing hosts × {r['pages'] + 1} URLs (per "
         f"host: {mix}), {r['days'] * 24} hourly generations from {when} UTC, "
@@ -397,7 +397,7 @@ def main(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     r = study(args.hosts, args.pages, args.max_per_host, args.days)
     if args.check_generations:
-        from crawllib.bench.stages import bench_config
+        from benchmarks.stages import bench_config
         from crawllib.session import get_spark
 
         work = args.work_dir or tempfile.mkdtemp(prefix="crawllib-bench-recrawl-")

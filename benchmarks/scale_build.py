@@ -1,6 +1,6 @@
 """Build the scale benchmark's crawl root: ``generations`` generations of history whose
 crawldb holds ScaleSpec.rows URLs, and a frontier for the measured generation
-(crawllib.bench.scale_data says what the rows look like, crawllib.bench.scale_history how
+(benchmarks.scale_data says what the rows look like, benchmarks.scale_history how
 the other tables follow from crawldb).
 
 Every table is created by ``tables.init_tables`` and written with ``tables.append`` (rows
@@ -22,9 +22,8 @@ import time
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import integrity, lease, tables
-from crawllib.bench import scale_history as history
-from crawllib.bench.scale_data import (
+from benchmarks import scale_history as history
+from benchmarks.scale_data import (
     DAY,
     STATUS_MIX,
     STORED,
@@ -38,7 +37,8 @@ from crawllib.bench.scale_data import (
     text_of,
     url_of,
 )
-from crawllib.bench.scale_keys import session_conf, with_url_key, wrapping
+from benchmarks.scale_keys import session_conf, with_url_key, wrapping
+from crawllib import integrity, lease, tables
 from crawllib.config import make_config
 from crawllib.schemas import CRAWLDB, columns_of
 from crawllib.vocab import Status

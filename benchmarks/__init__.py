@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m benchmarks <name>``; each module has a ``bench()`` function."""

@@ -1,1 +1,0 @@
-"""Benchmarks: ``python -m crawllib.bench <name>``; each module has a ``bench()`` function."""
