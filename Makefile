@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet --constraint requirements.lock -e '.[test]'
-	$(BIN)/python -m crawllib.session --s3
+	$(BIN)/python -m crawllib.store.session --s3
 	touch $(STAMP)
 
 demo: $(STAMP)

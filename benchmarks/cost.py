@@ -21,9 +21,11 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from benchmarks.stages import bench_config
-from crawllib import config, generations, integrity, lease, metrics, pipeline, seeding, tables
-from crawllib.stages import plan
-from crawllib.testing import WebSpec, serve_in_thread
+from crawllib import config
+from crawllib.runs import metrics, runner
+from crawllib.stages import plan, seeding
+from crawllib.store import generations, integrity, lease, tables
+from crawllib.testweb import WebSpec, serve_in_thread
 
 # Budgets of a generation with at most 2 pages (issue 36), and of an idle check.
 JOBS, COMMITS, FIXED_S, IDLE_S = 40, 12, 8.0, 2.0
@@ -35,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> None:
-    from crawllib.session import get_spark
+    from crawllib.store.session import get_spark
 
     spark = get_spark(bench_config())
     work = args.work or tempfile.mkdtemp(prefix="crawllib-cost-")
@@ -66,7 +68,7 @@ def bench_cost(spark: SparkSession, work: str, generations_wanted: int = 3) -> d
             for gen in range(generations_wanted):
                 gens.append(measure_generation(spark, root, cfg, gen))
             # finish the crawl (not measured), then the check that finds nothing due
-            pipeline.run_crawl(spark, root, cfg, None)
+            runner.run_crawl(spark, root, cfg, None)
             idle = measure_idle(spark, root, cfg)
     return {"generations": gens, "idle": idle}
 
@@ -77,7 +79,7 @@ def measure_generation(spark: SparkSession, root: str, cfg: config.Config, gen: 
     ledger_before = tables.snapshot_of(spark, root, "generations").version()
     with metrics.job_group(spark, f"bench gen {gen}") as group:
         t0 = time.perf_counter()
-        pipeline.run_generation(spark, root, cfg, gen)
+        runner.run_generation(spark, root, cfg, gen)
         wall = time.perf_counter() - t0
     after = integrity.current_versions(spark, root)
     ledger = int(tables.snapshot_of(spark, root, "generations").version() - ledger_before)
@@ -117,7 +119,7 @@ def measure_idle(spark: SparkSession, root: str, cfg: config.Config) -> dict[str
     gen = generations.next_gen(ledger.states)
     with metrics.job_group(spark, "bench idle") as group:
         t0 = time.perf_counter()
-        idle = pipeline.nothing_left(spark, root, cfg, gen, ledger.states)
+        idle = runner.nothing_left(spark, root, cfg, gen, ledger.states)
         seconds = time.perf_counter() - t0
         jobs, _tasks = metrics.jobs_of(spark, group)
     waiting = plan.waits(spark, root, cfg, gen)

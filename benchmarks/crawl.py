@@ -6,7 +6,7 @@ web, served by a child process:
 - :func:`bench_sites`, small sites: home pages as seeds, a site tree 3 links deep, and Scrapy on
   the same web in the same run (robots.txt obeyed, ``delay`` seconds between request starts to
   one host, one request per host at a time, the same depth limit); both crawls are audited from
-  the server's request log (:mod:`crawllib.testing.audit`), and our CPU per page is set against
+  the server's request log (:mod:`crawllib.testweb.audit`), and our CPU per page is set against
   the floor: the bare engine and the bare extraction of the same pages.
 
 Politeness efficiency = ideal / actual time, where a generation's ideal is
@@ -29,13 +29,15 @@ from pyspark.sql import functions as F
 from benchmarks.fetch import engine_config, run_engine, web_server
 from benchmarks.procs import ProcessTree
 from benchmarks.stages import bench_config
-from crawllib import config, lease, pipeline, tables
+from crawllib import config
 from crawllib.config import Config
-from crawllib.extract import extract_record
-from crawllib.testing import WebSpec
-from crawllib.testing.audit import audit, read_log
-from crawllib.testing.site import Site, regular_host_name
-from crawllib.vocab import Outcome, Stage, StageState
+from crawllib.content.extract import extract_record
+from crawllib.core.vocab import Outcome, Stage, StageState
+from crawllib.runs import runner
+from crawllib.store import lease, tables
+from crawllib.testweb import WebSpec
+from crawllib.testweb.audit import audit, read_log
+from crawllib.testweb.site import Site, regular_host_name
 
 # Fetch outcomes that sent a request (robots_denied, blocked and deferred did not).
 REQUESTED = (Outcome.OK, Outcome.REDIRECT, Outcome.HTTP_ERROR, Outcome.ERROR)
@@ -80,7 +82,7 @@ def bench_crawl(
 
 
 # The hard hosts of the real-shaped web: every page 429 with Retry-After 3600, a URL that
-# always answers 500, one that fails twice then answers (crawllib.testing.special)
+# always answers 500, one that fails twice then answers (crawllib.testweb.special)
 HARD_HOSTS = ("throttled.org", "err500.com", "flaky.net")
 
 
@@ -165,7 +167,7 @@ def run_ours(spark: SparkSession, root: str, cfg: Config, seeds: list[str]) -> d
     lease.take(root, "bench crawl", cfg)  # for this process's life: later figures read it
     with ProcessTree() as tree:
         t0 = time.perf_counter()
-        ran = pipeline.run_crawl(spark, root, cfg, seed_file)
+        ran = runner.run_crawl(spark, root, cfg, seed_file)
         wall = time.perf_counter() - t0
     figures = tree.figures()
     cpu = figures.total_cpu("driver", "jvm", "python_workers")

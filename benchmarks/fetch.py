@@ -35,11 +35,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from crawllib.config import Config, load_config, replace
-from crawllib.fetch import fetch_rows
-from crawllib.testing import WebSpec, serve_in_thread
-from crawllib.testing.audit import write_log
-from crawllib.testing.site import Site, regular_host_name
-from crawllib.urls import url_key
+from crawllib.core.urls import url_key
+from crawllib.engine import fetch_rows
+from crawllib.testweb import WebSpec, serve_in_thread
+from crawllib.testweb.audit import write_log
+from crawllib.testweb.site import Site, regular_host_name
 
 IDEAL_DEFINITION = (
     "ideal = max over hosts of (requests_to_host - 1) * delay, requests = pages + robots.txt"
@@ -187,7 +187,7 @@ def web_server(
 ) -> Iterator[tuple[dict[str, str], int | None]]:
     """The test web's resolve map and its process id (None when it runs in this process).
     With ``log``, the server's request log is written to that file once the server stopped
-    (:func:`crawllib.testing.audit.read_log` reads it)."""
+    (:func:`crawllib.testweb.audit.read_log` reads it)."""
     if server == "thread":
         with serve_in_thread(spec) as web:
             try:
@@ -197,7 +197,7 @@ def web_server(
                     write_log(log, web.log)
         return
     # the whole spec (popular pages, cross-host links, seed...), not only the usual options
-    cmd = [sys.executable, "-m", "crawllib.testing", "--port", "0"]
+    cmd = [sys.executable, "-m", "crawllib.testweb", "--port", "0"]
     cmd += ["--spec", json.dumps(dataclasses.asdict(spec))] + (["--log", log] if log else [])
     # The test web stands for remote servers with CPUs of their own: ahead of the crawler in
     # the scheduler, so the crawler's load does not stall its request log (`nice` runs it as
@@ -231,7 +231,7 @@ def bench_gap_error(
     should get (robots.txt to the first page included). Keys: (hosts, extraction on); values:
     gaps, mean_ms, p99_ms, max_ms (all errors, ms), the run's wall seconds and its pages per
     second."""
-    from crawllib.testing.audit import read_log
+    from crawllib.testweb.audit import read_log
 
     out = {}
     for n, extract in itertools.product(hosts, (False, True)):

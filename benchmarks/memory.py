@@ -36,8 +36,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from benchmarks.procs import ProcessTree, TreeFigures
-from crawllib import lease, pipeline, seeding, tables
 from crawllib.config import load_config, replace
+from crawllib.runs import runner
+from crawllib.stages import seeding
+from crawllib.store import lease, tables
 
 BIG_URL = "http://bigbody.net/big.html"
 BOMB_URL = "http://gzipbomb.org/bomb.html"
@@ -56,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> None:
     from benchmarks.stages import bench_config
-    from crawllib.session import get_spark
+    from crawllib.store.session import get_spark
 
     cfg = replace(bench_config(), spark__master=args.master)
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="crawllib-bench-memory-")
@@ -96,9 +98,9 @@ def bench_memory(
 
 
 def _measure(spark: SparkSession, root: str, size: int, regular_hosts: int) -> dict[str, Any]:
-    # The test web is aiohttp: imported here, like crawllib.demo does, not with Spark.
-    from crawllib.testing import WebSpec, serve_in_thread
-    from crawllib.testing.site import regular_host_name
+    # The test web is aiohttp: imported here, like crawllib.cli.demo does, not with Spark.
+    from crawllib.testweb import WebSpec, serve_in_thread
+    from crawllib.testweb.site import regular_host_name
 
     spec = WebSpec(hosts=regular_hosts, special=True, big_body_bytes=size)
     with serve_in_thread(spec) as web:
@@ -118,13 +120,13 @@ def _measure(spark: SparkSession, root: str, size: int, regular_hosts: int) -> d
         lease.take(root, "bench memory", cfg)
         tables.init_tables(spark, root)
         seeding.seed(spark, root, seeds, cfg, gen=0)
-        pipeline.run_stage(spark, root, cfg, 0, "plan")
+        runner.run_stage(spark, root, cfg, 0, "plan")
         carried = _peaks().peak_rss["python_workers"]
         hwm_reset = reset_peaks()
         start = _peaks().peak_rss["python_workers"]
         with ProcessTree() as tree:
             t0 = time.monotonic()
-            result = pipeline.run_stage(spark, root, cfg, 0, "fetch")
+            result = runner.run_stage(spark, root, cfg, 0, "fetch")
             fetch_s = time.monotonic() - t0
     figures = tree.figures()
     fetched = _fetch_rows(spark, root, (BIG_URL, BOMB_URL))

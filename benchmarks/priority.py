@@ -22,8 +22,8 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from crawllib.config import replace
-from crawllib.testing.site import Site, WebSpec
-from crawllib.urls import InvalidURL, normalize_url
+from crawllib.core.urls import InvalidURL, normalize_url
+from crawllib.testweb.site import Site, WebSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -76,7 +76,8 @@ def bench_priority(
     fetched after each generation, the pages fetched and the wall time."""
     from benchmarks.fetch import engine_config, web_server
     from benchmarks.stages import bench_config
-    from crawllib import lease, pipeline, tables
+    from crawllib.runs import runner
+    from crawllib.store import lease, tables
 
     spec = WebSpec(
         hosts=hosts,
@@ -114,7 +115,7 @@ def bench_priority(
                 fh.write("\n".join(site.seeds()) + "\n")
             lease.take(root, "bench priority", cfg)
             t0 = time.perf_counter()
-            pipeline.run_crawl(spark, root, cfg, seeds, generations_wanted=generations)
+            runner.run_crawl(spark, root, cfg, seeds, generations_wanted=generations)
             seconds = time.perf_counter() - t0
             rows = tables.read(spark, root, "fetches").where("outcome = 'ok'").collect()
             by_gen: dict[int, set[str]] = {}
@@ -182,7 +183,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> None:
     from benchmarks.stages import bench_config
-    from crawllib.session import get_spark
+    from crawllib.store.session import get_spark
 
     work = args.work or tempfile.mkdtemp(prefix="crawllib-bench-priority-")
     try:

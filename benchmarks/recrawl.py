@@ -31,8 +31,8 @@ from benchmarks.recrawl_sim import (
     simulate,
 )
 from crawllib.config import Config, replace
-from crawllib.testing import changes
-from crawllib.testing.site import WebSpec
+from crawllib.testweb import changes
+from crawllib.testweb.site import WebSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Policy:
     """A revisit policy under study: ``cfg`` (its recrawl section), and a rule that replaces
-    crawllib.schedule's (None: the crawler's own)."""
+    crawllib.policy.revisit's (None: the crawler's own)."""
 
     key: str
     name: str
@@ -174,8 +174,10 @@ def real_check(
     ``crawl.now`` and the test web's clock, from the front pages of ``hosts`` changing hosts,
     and the simulator on the same setup; per generation, both counts and fetched URLs."""
     from benchmarks.stages import bench_config
-    from crawllib import lease, pipeline, seeding, tables
-    from crawllib.testing import serve_in_thread
+    from crawllib.runs import runner
+    from crawllib.stages import seeding
+    from crawllib.store import lease, tables
+    from crawllib.testweb import serve_in_thread
 
     spec = WebSpec(hosts=0, special=False, changing_hosts=hosts, changing_pages=pages)
     cfg = check_config(bench_config(), max_per_host)
@@ -194,7 +196,7 @@ def real_check(
             now = START + gen * step
             web.set_now(now)
             clock = dt.datetime.fromtimestamp(now, dt.UTC).isoformat()
-            pipeline.run_generation(spark, root, replace(cfg, crawl__now=clock), gen)
+            runner.run_generation(spark, root, replace(cfg, crawl__now=clock), gen)
     seconds = time.perf_counter() - t0
     real, real_urls = generation_counts(spark, root)
     sim = simulate(cfg, spec, START, generations, step)
@@ -216,8 +218,8 @@ def generation_counts(spark: SparkSession, root: str) -> tuple[list[Counts], lis
     and the URLs its fetch stage fetched (fetches table)."""
     from pyspark.sql import functions as F
 
-    from crawllib import tables
-    from crawllib.vocab import Stage, StageState
+    from crawllib.core.vocab import Stage, StageState
+    from crawllib.store import tables
 
     runs = (
         tables.read(spark, root, "generations")
@@ -313,7 +315,7 @@ def details(r: dict[str, Any]) -> list[str]:
     when = dt.datetime.fromtimestamp(r["start"], dt.UTC).strftime("%Y-%m-%d %H:%M")
     out = [
         f"**9. Recrawl**, simulated (`benchmarks.recrawl.simulate`: plan's per-host "
-        "selection, crawllib.schedule's rule, the test web's change truth; no politeness "
+        "selection, crawllib.policy.revisit's rule, the test web's change truth; no politeness "
         f"timing, no failures): {r['hosts']} changing hosts × {r['pages'] + 1} URLs (per "
         f"host: {mix}), {r['days'] * 24} hourly generations from {when} UTC, "
         f"generate.max_per_host {r['max_per_host']} (budget: every URL once in "
@@ -398,7 +400,7 @@ def main(args: argparse.Namespace) -> None:
     r = study(args.hosts, args.pages, args.max_per_host, args.days)
     if args.check_generations:
         from benchmarks.stages import bench_config
-        from crawllib.session import get_spark
+        from crawllib.store.session import get_spark
 
         work = args.work_dir or tempfile.mkdtemp(prefix="crawllib-bench-recrawl-")
         spark = get_spark(bench_config())

@@ -1,7 +1,7 @@
 """The recrawl simulator: the crawler's revisit rules played on the test web's truth.
 
 **The simulator** (:func:`simulate`) plays the crawler's rules on the truth of
-:mod:`crawllib.testing.changes`, one generation per ``step`` seconds:
+:mod:`crawllib.testweb.changes`, one generation per ``step`` seconds:
 
 - plan: a page is due when ``next_fetch_at <= now`` (kept in microseconds, as Spark stores
   it); per host, ``generate.max_per_host`` places, ``floor(max_per_host * revisit_share)`` of
@@ -13,7 +13,7 @@
 - update: every planned URL is visited at the generation's clock; its text changed when its
   text version differs from the stored one (so boilerplate-only changes do not count); it is a
   304 (``not_modified``) when recrawl.conditional_get is on, the page sends full validators and
-  its page version is the stored one; the new interval is crawllib.schedule's rule
+  its page version is the stored one; the new interval is crawllib.policy.revisit's rule
   (``next_interval`` on Python floats) or any other :data:`Rule` under study.
 
 It does not model politeness timing, failures, retries, robots.txt, deferrals by the fetch
@@ -34,10 +34,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
 from crawllib.config import Config, RecrawlConfig
-from crawllib.schedule import HOUR, PYTHON, next_interval, revisits
-from crawllib.testing import changes
-from crawllib.testing.site import WebSpec
-from crawllib.urls import host_of, normalize_url, url_key
+from crawllib.core.urls import host_of, normalize_url, url_key
+from crawllib.policy.revisit import HOUR, PYTHON, next_interval, revisits
+from crawllib.testweb import changes
+from crawllib.testweb.site import WebSpec
 
 DAY = 24 * HOUR
 START = changes.ORIGIN + 7 * DAY  # a week after the random processes' origin
@@ -71,7 +71,7 @@ Rule = Callable[[Page, bool], float | None]
 
 
 def crawler_rule(recrawl: RecrawlConfig) -> Rule:
-    """crawllib.schedule's rule, as update applies it (a missing interval is the default)."""
+    """crawllib.policy.revisit's rule, as update applies it (a missing interval is the default)."""
     default = recrawl.default_interval_hours * HOUR
 
     def rule(page: Page, changed: bool) -> float | None:

@@ -30,12 +30,14 @@ from benchmarks.scale_build import build_seconds, cached_root, clone_root
 from benchmarks.scale_data import DAY, T0, ScaleSpec
 from benchmarks.scale_fetch import run_fetch
 from benchmarks.stages import bench_config
-from crawllib import config, lease, pipeline, tables
+from crawllib import config
 from crawllib.config import Config
+from crawllib.core.vocab import STAGES, Stage
+from crawllib.runs import runner
 from crawllib.stages.base import StageResult
-from crawllib.transforms.fetch import follow_inputs
-from crawllib.traps import read_trapped
-from crawllib.vocab import STAGES, Stage
+from crawllib.stages.traps import read_trapped
+from crawllib.store import lease, tables
+from crawllib.transforms.fetch_inputs import follow_inputs
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,7 @@ FULL_ROWS, FULL_URLS = "1000000,10000000", 100_000
 QUICK_ROWS, QUICK_URLS = "10000,100000", 2_000
 GOAL = 1.5  # largest / smallest, per stage
 ROLES = ("driver", "jvm", "python_workers")
-# What the fetch stage computes for its followers (crawllib.transforms.fetch.follow_inputs):
+# What the fetch stage computes for its followers (crawllib.transforms.fetch_inputs.follow_inputs):
 # from the known keys plan wrote into the fetchlist, and as before, from crawldb. Measured
 # after plan, beside the synthetic fetch (which follows no link).
 FOLLOW = {"follow inputs": False, "follow inputs from crawldb (before)": True}
@@ -70,7 +72,7 @@ DETAILS = (
     "dozen bytes of HTML) and a text (about 400 characters), about 10 links to the next "
     "pages of its host; fetches and fetchlist rows per attempted URL; robots, hosts and traps "
     "rows; url_key as the crawler computes it (MurmurHash3 in Spark expressions, checked "
-    "against `crawllib.urls.url_key`). The generation's candidates: 60% new URLs of its "
+    "against `crawllib.core.urls.url_key`). The generation's candidates: 60% new URLs of its "
     "frontier (which also links 10% as many known URLs), 20% queued and 5% failed URLs due, "
     "15% revisits due; all of them planned (no per-host cap or budget cuts). Plan and "
     "update are the real stages on a copy of the root; fetch is synthetic "
@@ -153,7 +155,7 @@ def run_generation(spark: SparkSession, spec: ScaleSpec, root: str, cfg: Config)
             result: StageResult | None = (
                 run_fetch(spark, root, spec)
                 if stage == Stage.FETCH
-                else pipeline.run_stage(spark, root, cfg, spec.gen, stage)
+                else runner.run_stage(spark, root, cfg, spec.gen, stage)
             )
             assert result is not None, f"{stage} was done already"
             return result.as_counts()
@@ -220,7 +222,7 @@ def main(args: argparse.Namespace) -> None:
     urls = QUICK_URLS if args.quick else args.urls
     specs = [ScaleSpec(rows=int(n), urls=int(urls)) for n in str(rows).split(",")]
     work = args.work or tempfile.mkdtemp(prefix="crawllib-scale-")
-    from crawllib.session import get_spark
+    from crawllib.store.session import get_spark
 
     spark = get_spark(scale_config(specs[0], args.driver_memory, args.event_log))
     logging.getLogger("crawllib").setLevel(logging.INFO)

@@ -4,7 +4,7 @@ crawldb holds ScaleSpec.rows URLs, and a frontier for the measured generation
 the other tables follow from crawldb).
 
 Every table is created by ``tables.init_tables`` and written with ``tables.append`` (rows
-conformed to crawllib.schemas), so the root is what the crawler reads. crawldb comes first,
+conformed to crawllib.store.schemas), so the root is what the crawler reads. crawldb comes first,
 from ``spark.range``; each other table is derived from crawldb as written, in one append.
 
 Built roots are cached under ``WORK/roots/<spec name>`` and copied for each run
@@ -38,10 +38,10 @@ from benchmarks.scale_data import (
     url_of,
 )
 from benchmarks.scale_keys import session_conf, with_url_key, wrapping
-from crawllib import integrity, lease, tables
 from crawllib.config import make_config
-from crawllib.schemas import CRAWLDB, columns_of
-from crawllib.vocab import Status
+from crawllib.core.vocab import Status
+from crawllib.store import integrity, lease, tables
+from crawllib.store.schemas import CRAWLDB, columns_of
 
 log = logging.getLogger(__name__)
 

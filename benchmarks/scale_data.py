@@ -28,7 +28,7 @@ import math
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from crawllib.vocab import Outcome, Status
+from crawllib.core.vocab import Outcome, Status
 
 # Bump when the data made from a spec changes: cached roots of older versions are not reused.
 VERSION = 1
@@ -164,7 +164,7 @@ def host_of(i: Column, hosts: int) -> Column:
 
 
 def url_of(i: Column, host: Column) -> Column:
-    """URL i on ``host``, normalised (crawllib.urls.normalize_url leaves it as it is), in
+    """URL i on ``host``, normalised (crawllib.core.urls.normalize_url leaves it as it is), in
     one of four URL patterns."""
     kind = F.pmod(i, F.lit(4))
     return (

@@ -28,11 +28,12 @@ from pyspark.sql import functions as F
 from benchmarks.scale_data import ScaleSpec, at_day, bucket, etag_of, html_of
 from benchmarks.scale_history import text_columns
 from benchmarks.scale_keys import with_url_key, wrapping
-from crawllib import generations, integrity, pipeline, tables
-from crawllib.schemas import FETCHES, HOSTS, LINKS, PAGES, TEXTS, columns_of
+from crawllib.core.vocab import Outcome, Stage, StageState, words
+from crawllib.runs import runner
 from crawllib.stages.fetch import FetchResult
-from crawllib.transforms.fetch import HOSTS_UPDATE
-from crawllib.vocab import Outcome, Stage, StageState, words
+from crawllib.store import generations, integrity, tables
+from crawllib.store.schemas import FETCHES, HOSTS, LINKS, PAGES, TEXTS, columns_of
+from crawllib.transforms.fetch_inputs import HOSTS_UPDATE
 
 KNOWN_LINKS = 0.7  # of a page's links, the share to pages of this fetchlist; the rest are new
 
@@ -41,7 +42,7 @@ def run_fetch(spark: SparkSession, root: str, spec: ScaleSpec) -> FetchResult:
     """The fetch stage of generation spec.gen, synthetic, recorded as done."""
     gen = spec.gen
     ledger = generations.read_ledger(spark, root)
-    if not pipeline.should_run(ledger.states, gen, Stage.FETCH):
+    if not runner.should_run(ledger.states, gen, Stage.FETCH):
         raise RuntimeError(f"fetch of generation {gen} is done already")
     integrity.verify(spark, root, ledger.versions, ledger.recorded_by)
     at = dt.datetime.now(dt.UTC).replace(tzinfo=None)

@@ -29,7 +29,8 @@ from benchmarks.scale_data import (
     url_of,
 )
 from benchmarks.scale_keys import with_url_key
-from crawllib.schemas import (
+from crawllib.core.vocab import STAGES, DuplicateKind, FrontierReason, StageState, Status
+from crawllib.store.schemas import (
     FETCHES,
     FETCHLIST,
     FRONTIER,
@@ -42,7 +43,6 @@ from crawllib.schemas import (
     columns_of,
 )
 from crawllib.transforms.traps import pattern_counts
-from crawllib.vocab import STAGES, DuplicateKind, FrontierReason, StageState, Status
 
 SLICES = 4
 
@@ -328,7 +328,7 @@ def traps_rows(texts: DataFrame, gen: int) -> DataFrame:
 
 def generations_rows(spark: SparkSession, spec: ScaleSpec, versions: dict[str, int]) -> DataFrame:
     """Every stage of the generations before the measured one, done; the last row records
-    the tables' versions (crawllib.integrity)."""
+    the tables' versions (crawllib.store.integrity)."""
     rows: list[tuple] = []
     for gen in range(spec.gen):
         for k, stage in enumerate(STAGES):

@@ -1,4 +1,4 @@
-"""``crawllib.urls.url_key`` in Spark built-ins, for the scale benchmark's synthetic URLs.
+"""``crawllib.core.urls.url_key`` in Spark built-ins, for the scale benchmark's synthetic URLs.
 
 The crawler keys a URL with the first 64 bits of MurmurHash3 x64-128 (seed 0) of its UTF-8
 bytes, in Python. Building millions of synthetic rows through a Python UDF costs minutes, so
@@ -79,7 +79,7 @@ def wrapping(spark: SparkSession) -> contextlib.AbstractContextManager[None]:
 
 
 def with_url_key(df: DataFrame, url: str, out: str, max_bytes: int) -> DataFrame:
-    """Add column ``out``: ``crawllib.urls.url_key`` of the ASCII string column ``url`` (at
+    """Add column ``out``: ``crawllib.core.urls.url_key`` of the ASCII string column ``url`` (at
     most ``max_bytes`` long). Call it inside :func:`wrapping`."""
     t = {name: f"_mmh_{name}" for name in ("len", "h1", "h2", "m1", "m2")}
     col = {name: F.col(alias) for name, alias in t.items()}

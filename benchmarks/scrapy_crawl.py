@@ -180,7 +180,7 @@ def _crawl(job: dict[str, Any], out_dir: str) -> dict[str, Any]:
 
         def parse(self, response: Any) -> Any:
             text: str | None = ""
-            if extract_text:  # the options of crawllib.extract
+            if extract_text:  # the options of crawllib.content.extract
                 text = trafilatura.extract(
                     response.text, url=response.url, include_comments=False, include_tables=True
                 )

@@ -22,9 +22,9 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from crawllib.config import load_config, replace
-from crawllib.fetch import fetch_rows
-from crawllib.testing import WebSpec, serve_in_thread
-from crawllib.testing.web import LogRecord
+from crawllib.engine import fetch_rows
+from crawllib.testweb import WebSpec, serve_in_thread
+from crawllib.testweb.web import LogRecord
 
 from .fetch import engine_config, page_rows
 

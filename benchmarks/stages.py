@@ -18,12 +18,15 @@ from pyspark.sql import functions as F
 
 from benchmarks.fetch import engine_config, page_rows, page_urls, run_engine, web_server
 from benchmarks.procs import ProcessTree
-from crawllib import config, lease, pipeline, seeding, tables
+from crawllib import config
 from crawllib.config import Config
-from crawllib.extract import close_unclosed_title, decode_html
-from crawllib.schemas import CRAWLDB, columns_of
-from crawllib.testing import WebSpec
-from crawllib.vocab import IntervalSource, StageState, Status
+from crawllib.content.extract import close_unclosed_title, decode_html
+from crawllib.core.vocab import IntervalSource, StageState, Status
+from crawllib.runs import runner
+from crawllib.stages import seeding
+from crawllib.store import lease, tables
+from crawllib.store.schemas import CRAWLDB, columns_of
+from crawllib.testweb import WebSpec
 
 SPARK_OVERRIDES = [
     "spark.master=local[2]",
@@ -63,7 +66,7 @@ def timed_stage(
 ) -> dict:
     """Run one stage; its counts plus ``seconds`` (wall, bookkeeping included)."""
     t0 = time.perf_counter()
-    result = pipeline.run_stage(spark, root, cfg, gen, stage, force=force, reextract=reextract)
+    result = runner.run_stage(spark, root, cfg, gen, stage, force=force, reextract=reextract)
     return {**(result.as_counts() if result else {}), "seconds": time.perf_counter() - t0}
 
 
@@ -124,7 +127,7 @@ def bare_trafilatura(spark: SparkSession, root: str, cfg: Config) -> dict[str, f
         if r["body"]
     ]
     t0 = time.process_time()
-    for url, html in docs:  # the options crawllib.extract uses
+    for url, html in docs:  # the options crawllib.content.extract uses
         trafilatura.extract(
             html, url=url, include_comments=False, include_tables=True, output_format="txt"
         )
@@ -140,7 +143,7 @@ def bench_fixed_cost(
     (``pipeline.run_generation``: one ledger read, a stage's done row and the next one's
     running row in one commit): seconds per stage (from the generations table) and the fixed
     cost = the generation's wall time - time on the network."""
-    from crawllib.testing import serve_in_thread
+    from crawllib.testweb import serve_in_thread
 
     out = []
     spec = WebSpec(hosts=hosts, pages_per_host=5, special=False)
@@ -156,7 +159,7 @@ def bench_fixed_cost(
             root = new_crawl(spark, work, f"fixed-{n}", cfg, web.seeds())
             fill_crawldb(spark, root, n)
             t0 = time.perf_counter()
-            pipeline.run_generation(spark, root, cfg, 0)
+            runner.run_generation(spark, root, cfg, 0)
             total = time.perf_counter() - t0
             runs = {
                 r["stage"]: r

@@ -93,7 +93,7 @@ def run_all(work: str, sizes: dict[str, dict[str, Any]], scrapy: bool = True) ->
     from benchmarks.recrawl import bench_recrawl
     from benchmarks.sql import bench_sql
     from benchmarks.stages import bench_config, bench_fetch_and_parse, bench_fixed_cost
-    from crawllib.session import get_spark
+    from crawllib.store.session import get_spark
 
     spark = get_spark(bench_config())
     t0 = time.perf_counter()
@@ -353,7 +353,7 @@ def _details(r: dict[str, Any]) -> list[str]:
         + ", ".join(f"{role} {sec:.0f} s" for role, sec in st.get("cpu_roles", {}).items())
         + ".",
         "",
-        "Both crawls audited from the test web's request log (`crawllib.testing.audit`): pages "
+        "Both crawls audited from the test web's request log (`crawllib.testweb.audit`): pages "
         "the rules allow (breadth first from the seeds, robots.txt obeyed, depth ≤ max) and "
         "whether each was answered 200; requests robots.txt disallows; requests to a host "
         "overlapping or starting less than 0.95 × delay after the previous one.",

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
-from crawllib.errors import ConfigError
+from crawllib.core.errors import ConfigError
 
 V = TypeVar("V")
 Check = Callable[[Any], "str | None"]  # the value -> what is expected, or None when it is fine
@@ -203,7 +203,7 @@ class CrawlConfig:
         "URLs never fetched, one rule each: domain:example.com (the registered domain and its "
         "hosts), host:www.example.com (that host), prefix:https://example.com/private/ (URLs "
         "starting so), regex:PATTERN (searched in the normalised URL; syntax Python and Java "
-        "share). See crawllib.exclusions",
+        "share). See crawllib.transforms.exclusions",
         _check_exclude,
     )
     exclude_file: str = setting(

@@ -74,7 +74,7 @@ def spark_cfg():
 
 @pytest.fixture(scope="session")
 def spark(spark_cfg):
-    from crawllib.session import get_spark
+    from crawllib.store.session import get_spark
 
     session = get_spark(spark_cfg)
     yield session
@@ -85,7 +85,7 @@ def spark(spark_cfg):
 def template_root(spark, spark_cfg, tmp_path_factory):
     """An initialised, empty crawl root, made once: tests copy it (`new_root`) instead of
     creating the nine tables each time. Its writer lease is released: a copy is free."""
-    from crawllib import lease, tables
+    from crawllib.store import lease, tables
 
     root = str(tmp_path_factory.mktemp("template") / "crawl")
     with lease.hold(root, "pytest template_root", spark_cfg):
@@ -106,8 +106,8 @@ def unheld_root(template_root, tmp_path):
 def new_root(unheld_root, spark_cfg):
     """A fresh, initialised, empty crawl root of this test, ``tmp_path/crawl``, whose writer
     lease this process holds for the test, as a program that writes must
-    (`crawllib.lease.hold`); the crawl commands the test runs in this process hold it again."""
-    from crawllib import lease
+    (`crawllib.store.lease.hold`); the crawl commands the test runs in this process hold it again."""
+    from crawllib.store import lease
 
     with lease.hold(unheld_root, "pytest", spark_cfg):
         yield unheld_root

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from crawllib import lease
 from crawllib.config import Config, load_config, replace
+from crawllib.store import lease
 
 
 @contextmanager

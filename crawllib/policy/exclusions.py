@@ -3,7 +3,7 @@
 One rule per list item or file line; surrounding whitespace is stripped, blank lines and lines
 starting with ``#`` are skipped. Every rule names its kind:
 
-- ``domain:example.com``: the registered domain (as ``crawllib.urls.registered_domain`` gives
+- ``domain:example.com``: the registered domain (as ``crawllib.core.urls.registered_domain`` gives
   it: public suffix + 1 label; a host without a known public suffix is its own domain) and every
   host under it. A name that is not its own registered domain (``www.example.com``) is refused:
   it would never match.
@@ -21,7 +21,7 @@ starting with ``#`` are skipped. Every rule names its kind:
   operator classes Python warns about) is refused. Java-only syntax such as ``\\p{L}`` does
   not compile in Python and is refused too.
 
-:meth:`Exclusions.matches` (Python, the in-fetch follower) and ``crawllib.exclusions.column``
+:meth:`Exclusions.matches` (Python, the in-fetch follower) and ``crawllib.transforms.exclusions.column``
 (Spark built-ins, plan) decide alike; a test keeps them in step. This module imports neither
 pyspark nor the configuration (its types only).
 """
@@ -36,13 +36,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from crawllib.errors import ConfigError
-from crawllib.urls import InvalidURL, host_of, normalize_url, registered_domain
+from crawllib.core.errors import ConfigError
+from crawllib.core.urls import InvalidURL, host_of, normalize_url, registered_domain
 
 if TYPE_CHECKING:
     from crawllib.config import Config
 
-# (file, text) of each file at a URI that is not local: crawllib.exclusions reads with Spark.
+# (file, text) of each file at a URI that is not local: crawllib.transforms.exclusions reads with Spark.
 RemoteReader = Callable[[str], list[tuple[str, str]]]
 
 KINDS = ("domain", "host", "prefix", "regex")
@@ -260,7 +260,7 @@ def load(cfg: Config, read_remote: RemoteReader | None = None) -> Exclusions:
     """The crawl's exclusions: ``crawl.exclude`` and the lines of ``crawl.exclude_file``.
 
     In: the config; what reads an exclude_file that is not local (a path without a scheme, or
-    file:, is read with open(); crawllib.exclusions.load reads any other URI with Spark, on the
+    file:, is read with open(); crawllib.transforms.exclusions.load reads any other URI with Spark, on the
     driver). Out: the Exclusions. Raises ConfigError when the file cannot be read or
     holds a bad rule (naming the file and line).
     """

@@ -1,4 +1,4 @@
-"""The pure rules of URL-pattern traps (crawllib.traps has their Spark twins and the tables).
+"""The pure rules of URL-pattern traps (crawllib.stages.traps has their Spark twins and the tables).
 
 URL-pattern traps: URLs that only a crawler would follow for ever.
 
@@ -20,7 +20,7 @@ Two rules, each with its reason ``trap_pattern`` in crawldb:
   and is never trapped, however many URLs it has. An operator keeps a pattern crawled with
   ``traps.allow`` (``host pattern`` lines, as the table shows them).
 
-Every rule here has a Spark twin in crawllib.traps (built-ins, no UDF); a test keeps them
+Every rule here has a Spark twin in crawllib.stages.traps (built-ins, no UDF); a test keeps them
 equal. This module imports neither pyspark nor the tables: the fetch engine's followers use it.
 """
 

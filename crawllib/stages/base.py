@@ -26,9 +26,9 @@ from typing import ClassVar, Self
 
 from pyspark.sql import DataFrame, SparkSession
 
-from crawllib import generations, tables
 from crawllib.config import Config
-from crawllib.output import counts_line
+from crawllib.core.output import counts_line
+from crawllib.store import generations, tables
 
 
 @dataclasses.dataclass(frozen=True)

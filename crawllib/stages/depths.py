@@ -21,8 +21,9 @@ import logging
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from crawllib import tables
+from crawllib.core.vocab import FrontierReason
 from crawllib.stages.base import StageRun
+from crawllib.store import tables
 from crawllib.transforms.depth import (
     Lowered,
     below,
@@ -34,7 +35,6 @@ from crawllib.transforms.depth import (
 )
 from crawllib.transforms.lookup import rows_of
 from crawllib.transforms.update import redirect_target_key
-from crawllib.vocab import FrontierReason
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ replaceWhere every time: a replaceWhere rebuilds the table's snapshot to find th
 replaces, so it costs several appends.
 
 Each slice's slots start from their hosts rows (last request, backoff, Retry-After, cool-down:
-``crawllib.fetch.slots``), so a host's first request of a slice or generation is spaced from its
+``crawllib.engine.slots``), so a host's first request of a slice or generation is spaced from its
 last one of the previous by rule.
 
-A slice's tasks keep a journal under the crawl root (``crawllib.journal``): a task Spark runs
+A slice's tasks keep a journal under the crawl root (``crawllib.store.journal``): a task Spark runs
 again (its executor lost) waits while another attempt of it fetches, and fetches only what the
 earlier attempts did not write there; the slice's journal is deleted once it is committed.
 """
@@ -40,12 +40,16 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import exclusions, generations, journal, progress, tables
 from crawllib.config import Config, replace
-from crawllib.schemas import ROBOTS
+from crawllib.core import progress
+from crawllib.core.vocab import Outcome, Record, RobotsOutcome, Stage, StageState, words
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.stages.plan import PlanResult
-from crawllib.transforms.fetch import (
+from crawllib.stages.traps import read_trapped
+from crawllib.store import generations, journal, tables
+from crawllib.store.schemas import ROBOTS
+from crawllib.transforms import exclusions
+from crawllib.transforms.fetch_inputs import (
     HOSTS_UPDATE,
     engine_hosts,
     engine_robots,
@@ -62,8 +66,6 @@ from crawllib.transforms.fetch import (
     with_task,
 )
 from crawllib.transforms.parse import links_table, texts_of
-from crawllib.traps import read_trapped
-from crawllib.vocab import Outcome, Record, RobotsOutcome, Stage, StageState, words
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +77,7 @@ class FetchResult(StageResult):
     (texts rows the fetch wrote) and followed (URLs fetched from links, in the task): the
     generation's rows after this run (a rerun reports the same totals); robots_fetched,
     seconds_fetching and refetched_after_retry (URLs a task attempt requested again after an
-    earlier attempt, lost with its executor, had requested them: crawllib.journal): this
+    earlier attempt, lost with its executor, had requested them: crawllib.store.journal): this
     run's network work."""
 
     THROUGHPUT: ClassVar[str] = "urls"

@@ -16,9 +16,11 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from crawllib import tables
-from crawllib.aliases import ALIASES_UPDATE, alias_counts, alias_hosts
+from crawllib.core.vocab import Directive, DuplicateKind
 from crawllib.stages.base import StageRun
+from crawllib.stages.traps import TRAPS_UPDATE
+from crawllib.store import tables
+from crawllib.store.aliases import ALIASES_UPDATE, alias_counts, alias_hosts
 from crawllib.transforms.parse import (
     MARK_COLUMNS,
     key_collisions,
@@ -30,8 +32,6 @@ from crawllib.transforms.parse import (
     with_duplicate_marks,
 )
 from crawllib.transforms.traps import pattern_counts, trapped_patterns
-from crawllib.traps import TRAPS_UPDATE
-from crawllib.vocab import Directive, DuplicateKind
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ def count_patterns(
     """Add gen's pages and duplicates per host and URL pattern to the traps table, and its
     exact duplicates per pair of hosts to the aliases table (once: a rerun adds nothing; the
     aliases MERGE only when there are any), from which plan judges patterns traps
-    (crawllib.traps) and hosts aliases (crawllib.aliases); the counts of patterns judged traps
+    (crawllib.stages.traps) and hosts aliases (crawllib.store.aliases); the counts of patterns judged traps
     and of hosts judged aliases now. In: pages of gen (url_key, url, host); marks; known
     (url_key, host: the crawldb rows of every URL a mark names)."""
     owners = pages.select("url_key", "host").unionByName(known.select("url_key", "host"))

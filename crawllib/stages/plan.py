@@ -42,14 +42,26 @@ from typing import ClassVar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import exclusions, tables
-from crawllib.aliases import read_aliased
 from crawllib.config import Config, hold_now, parse_now
-from crawllib.schedule import revisits
-from crawllib.schemas import DNS
+from crawllib.core.vocab import (
+    PENDING_STATUSES,
+    REVISITED_STATUSES,
+    FilterReason,
+    Stage,
+    Status,
+    Waiting,
+    sql_list,
+    words,
+)
+from crawllib.policy.revisit import revisits
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.stages.depths import lowered_depths, mark_shortest
-from crawllib.transforms.fetch import resolved_hosts, with_known_keys
+from crawllib.stages.traps import read_trapped
+from crawllib.store import tables
+from crawllib.store.aliases import read_aliased
+from crawllib.store.schemas import DNS
+from crawllib.transforms import exclusions
+from crawllib.transforms.fetch_inputs import resolved_hosts, with_known_keys
 from crawllib.transforms.lookup import rows_of
 from crawllib.transforms.plan import (
     Used,
@@ -76,17 +88,6 @@ from crawllib.transforms.plan import (
     with_slot,
 )
 from crawllib.transforms.priority import score_order
-from crawllib.traps import read_trapped
-from crawllib.vocab import (
-    PENDING_STATUSES,
-    REVISITED_STATUSES,
-    FilterReason,
-    Stage,
-    Status,
-    Waiting,
-    sql_list,
-    words,
-)
 
 log = logging.getLogger(__name__)
 
@@ -382,7 +383,7 @@ def clock_now(cfg: Config) -> float:
 @dataclasses.dataclass(frozen=True)
 class Wait:
     """URLs that are not due yet, by what they wait for (``reason``: a
-    crawllib.vocab.Waiting word): how many, and the earliest time one is due (epoch seconds;
+    crawllib.core.vocab.Waiting word): how many, and the earliest time one is due (epoch seconds;
     None: no time, a Crawl-delay above the maximum honoured)."""
 
     reason: str

@@ -32,12 +32,22 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib import generations, tables
 from crawllib.config import Config
-from crawllib.schemas import TEXTS
+from crawllib.core.vocab import (
+    VISITED_OUTCOMES,
+    ErrorKind,
+    FrontierReason,
+    Outcome,
+    Stage,
+    StageState,
+    Status,
+    sql_list,
+)
 from crawllib.stages import pages as pages_mod
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.stages.fetch import FetchResult
+from crawllib.store import generations, tables
+from crawllib.store.schemas import TEXTS
 from crawllib.transforms.depth import redirect_edges
 from crawllib.transforms.lookup import rows_of
 from crawllib.transforms.parse import (
@@ -60,16 +70,6 @@ from crawllib.transforms.update import (
     score_updates,
     sitemap_hints,
     visit_counts,
-)
-from crawllib.vocab import (
-    VISITED_OUTCOMES,
-    ErrorKind,
-    FrontierReason,
-    Outcome,
-    Stage,
-    StageState,
-    Status,
-    sql_list,
 )
 
 log = logging.getLogger(__name__)

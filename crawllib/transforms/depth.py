@@ -20,8 +20,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from crawllib.config import Config
+from crawllib.core.vocab import DuplicateKind, FilterReason, Outcome, Status
 from crawllib.transforms.lookup import rows_of
-from crawllib.vocab import DuplicateKind, FilterReason, Outcome, Status
 
 # A lowered set this small is broadcast to the joins that apply it (a generation's worth).
 BROADCAST_KEYS = 2_000_000

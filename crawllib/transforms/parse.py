@@ -22,13 +22,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType
 
 from crawllib.config import Config
-from crawllib.extract_worker import shared_extractor
-from crawllib.records import Extracted
-from crawllib.schemas import EXTRACTED, FRONTIER, LINKS, TEXTS, columns_of
+from crawllib.content.extract_worker import shared_extractor
+from crawllib.core.records import Extracted
+from crawllib.core.urls import registered_domain, url_key
+from crawllib.core.vocab import STATED_DUPLICATES, DuplicateKind, FrontierReason
+from crawllib.store.schemas import EXTRACTED, FRONTIER, LINKS, TEXTS, columns_of
 from crawllib.transforms.depth import unknown_or_shallower
 from crawllib.transforms.lookup import rows_of
-from crawllib.urls import registered_domain, url_key
-from crawllib.vocab import STATED_DUPLICATES, DuplicateKind, FrontierReason
 
 _TEXT_FIELDS = [f.name for f in EXTRACTED.fields if f.name != "links"]
 
@@ -36,7 +36,7 @@ registered_domain_udf = F.udf(registered_domain, StringType())
 
 
 def extracted_struct(extracted: Extracted) -> tuple:
-    """An extraction (`crawllib.extract.extract_record`) as a value of the EXTRACTED struct."""
+    """An extraction (`crawllib.content.extract.extract_record`) as a value of the EXTRACTED struct."""
     links = [(k["dst_url"], k["dst_key"], k["dst_host"], k["anchor"]) for k in extracted["links"]]
     return (*(extracted[name] for name in _TEXT_FIELDS), links)  # type: ignore[literal-required]
 
@@ -52,8 +52,8 @@ def _extract_udf(cfg: Config) -> Any:
 
 
 def extract_pages(pages: DataFrame, cfg: Config) -> DataFrame:
-    """Run `crawllib.extract.extract_page` on every page, each within extract.max_seconds
-    (`crawllib.extract_worker`: past it, error extract_timeout).
+    """Run `crawllib.content.extract.extract_page` on every page, each within extract.max_seconds
+    (`crawllib.content.extract_worker`: past it, error extract_timeout).
 
     In: pages rows (PAGE_KEYS: gen, slice, url_key, url, host, domain, surt, depth; charset,
     headers, body). Out: PAGE_KEYS and the EXTRACTED fields: title, text, language,
@@ -134,7 +134,7 @@ url_key_udf = F.udf(lambda url: None if url is None else url_key(url), LongType(
 
 def mark_soft_404(texts: DataFrame, probes: DataFrame, k: int) -> DataFrame:
     """Mark soft 404s: pages whose text is their host's answer to a URL no page links to (its
-    latest soft-404 probe answered 2xx with a text: crawllib.fetch.engine), the same text
+    latest soft-404 probe answered 2xx with a text: crawllib.engine.engine), the same text
     (content_hash) or within SimHash distance ``k``; duplicate_of = the probe URL's url_key,
     duplicate_kind "soft_404". Rows already marked keep their mark.
 
@@ -215,7 +215,7 @@ def mark_exact_duplicates(texts_new: DataFrame, texts_prior: DataFrame) -> DataF
 
 
 def lsh_band_columns(k: int, simhash: str = "simhash") -> Column:
-    """array<struct<band int, value long>>: `crawllib.hashing.lsh_bands` in built-in functions.
+    """array<struct<band int, value long>>: `crawllib.content.hashing.lsh_bands` in built-in functions.
 
     k + 1 contiguous bands from the low bits, the first ``64 % (k + 1)`` one bit wider; a single
     band (k = 0) is the signed hash itself.
@@ -309,7 +309,7 @@ def with_duplicate_marks(texts: DataFrame, marks: DataFrame) -> DataFrame:
 
 def links_table(extracted: DataFrame) -> DataFrame:
     """Extracted pages -> rows of the links table: a page's links are one per target already
-    (`crawllib.extract.extract_record`), so this is a narrow explode, no shuffle.
+    (`crawllib.content.extract.extract_record`), so this is a narrow explode, no shuffle.
 
     In: gen, slice, url_key, url, links. Out: links columns.
     """

@@ -21,15 +21,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from crawllib.config import Config
-from crawllib.exclusions import column as excluded_column
-from crawllib.policy.exclusions import Exclusions
-from crawllib.schedule import revisits
-from crawllib.schemas import CRAWLDB, FETCHLIST, FRONTIER, HOSTS, columns_of
-from crawllib.transforms.depth import Lowered, expands, with_lowered_depths
-from crawllib.transforms.lookup import rows_of
-from crawllib.transforms.priority import score_order
-from crawllib.transforms.traps import repeats_more_than, url_pattern_column
-from crawllib.vocab import (
+from crawllib.core.vocab import (
     PENDING_STATUSES,
     REVISITED_STATUSES,
     FilterReason,
@@ -38,6 +30,14 @@ from crawllib.vocab import (
     WaitReason,
     words,
 )
+from crawllib.policy.exclusions import Exclusions
+from crawllib.policy.revisit import revisits
+from crawllib.store.schemas import CRAWLDB, FETCHLIST, FRONTIER, HOSTS, columns_of
+from crawllib.transforms.depth import Lowered, expands, with_lowered_depths
+from crawllib.transforms.exclusions import column as excluded_column
+from crawllib.transforms.lookup import rows_of
+from crawllib.transforms.priority import score_order
+from crawllib.transforms.traps import repeats_more_than, url_pattern_column
 
 _CRAWLDB_COLUMNS = [f.name for f in CRAWLDB.fields]
 # lowered: a known URL whose depth a shorter path lowered in this plan (crawllib.transforms.depth)
@@ -157,7 +157,7 @@ def is_revisit() -> Column:
 def extension_of(url: Column) -> Column:
     """Lowercase extension of a normalised URL's last path segment, or ''.
 
-    The built-in twin of ``crawllib.urls.url_extension`` (a test keeps them in step): the path
+    The built-in twin of ``crawllib.core.urls.url_extension`` (a test keeps them in step): the path
     ends at '?' (normalised URLs carry no fragment), the segment at ';', and a dot only counts
     after a non-empty stem.
     """
@@ -168,7 +168,7 @@ def extension_of(url: Column) -> Column:
 
 def filter_trapped(df: DataFrame, trapped: DataFrame | None) -> DataFrame:
     """Set filter_reason trap_pattern on rows without one whose (host, URL pattern) is in
-    ``trapped`` (crawllib.traps.trapped_patterns). In: url, host, filter_reason. Out: same
+    ``trapped`` (crawllib.stages.traps.trapped_patterns). In: url, host, filter_reason. Out: same
     columns."""
     if trapped is None:
         return df
@@ -191,7 +191,7 @@ def filter_trapped(df: DataFrame, trapped: DataFrame | None) -> DataFrame:
 
 def filter_aliases(df: DataFrame, aliased: DataFrame | None) -> DataFrame:
     """Set filter_reason alias on rows without one whose host is an alias of another
-    (crawllib.aliases.alias_hosts). In: host, filter_reason. Out: same columns."""
+    (crawllib.store.aliases.alias_hosts). In: host, filter_reason. Out: same columns."""
     if aliased is None:
         return df
     marks = aliased.select(F.col("host").alias("_alias_host"), F.lit(True).alias("_alias"))
@@ -204,9 +204,9 @@ def filter_aliases(df: DataFrame, aliased: DataFrame | None) -> DataFrame:
 
 def with_filter_reason(df: DataFrame, cfg: Config, excluded: Exclusions | None = None) -> DataFrame:
     """Add ``filter_reason``: excluded (an operator's rule: ``excluded``, from
-    crawllib.exclusions.load), depth (> crawl.max_depth), extension (in
+    crawllib.transforms.exclusions.load), depth (> crawl.max_depth), extension (in
     crawl.skip_extensions), length (> crawl.max_url_length), trap_pattern (a path segment
-    repeated more than traps.max_segment_repeats times: crawllib.traps), first match wins,
+    repeated more than traps.max_segment_repeats times: crawllib.stages.traps), first match wins,
     else null. In: url, host, domain, depth.
     """
     extension = extension_of(F.col("url"))
@@ -407,10 +407,10 @@ def held_slots(hosts: DataFrame, cfg: Config, now: float | None = None) -> DataF
 def holds(hosts: DataFrame, cfg: Config, now: float | None = None) -> DataFrame:
     """Why and until when a slot's URLs wait, without an attempt, for a later generation: a
     Retry-After that ends more than fetch.slice_grace_seconds from now (hosts.not_before), a
-    down host's cool-down or a robots.txt retry not over (crawllib.fetch.slots), or a
+    down host's cool-down or a robots.txt retry not over (crawllib.engine.slots), or a
     Crawl-delay above politeness.max_crawl_delay not honoured (no end).
     ``now``: the crawl's clock (epoch seconds; None: the real one).
-    In: hosts rows. Out: slot, hold (a crawllib.vocab.Waiting word), until (null: no end)."""
+    In: hosts rows. Out: slot, hold (a crawllib.core.vocab.Waiting word), until (null: no end)."""
     grace = cfg.fetch.slice_grace_seconds
     at = F.current_timestamp() if now is None else F.timestamp_seconds(F.lit(now))
     later = F.col("not_before") > at + F.expr(f"make_interval(0, 0, 0, 0, 0, 0, {grace})")
@@ -615,7 +615,7 @@ def to_fetchlist(
     over ``slices`` slices (:func:`slice_count`) in ``order`` (:func:`with_slice`).
 
     In: DECIDED_COLUMNS. Out: fetchlist columns (known null: :func:`with_known_keys` of
-    crawllib.transforms.fetch sets it).
+    crawllib.transforms.fetch_inputs sets it).
     """
     return (
         decided.where(is_planned())

@@ -1,7 +1,7 @@
 """URL-pattern traps in Spark (the rules and why: crawllib.policy.traps): the Spark twins of
 the pattern and repeated-segment rules (built-ins, no UDF; a test keeps them equal to the
 Python functions), a generation's pages counted per host and pattern, and the patterns judged
-traps. The traps table is read and written by crawllib.traps and the stages, never here.
+traps. The traps table is read and written by crawllib.stages.traps and the stages, never here.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from crawllib.config import Config
+from crawllib.core.vocab import DuplicateKind
 from crawllib.policy.traps import DIGITS, HEX, allowed_patterns
-from crawllib.vocab import DuplicateKind
 
 
 def url_pattern_column(url: Column) -> Column:

@@ -27,7 +27,7 @@ deferred                           ``queued`` for gen N + 1 (a revisit keeps its
 ``attempts`` counts the attempts of the current visit: a revisit (the URL was ``fetched`` or
 ``duplicate``) starts again from 0, so a page fetched a hundred times is not dead after one
 failure. A visit that reaches the page (ok, not_modified) sets the revisit schedule
-(:mod:`crawllib.schedule`): fetched_at (the fetch's time, or ``crawl.now``), fetch_interval,
+(:mod:`crawllib.policy.revisit`): fetched_at (the fetch's time, or ``crawl.now``), fetch_interval,
 next_fetch_at, the validators, and counts the visit changed or unchanged (its text hash
 against the stored version's; a 304 is unchanged).
 
@@ -45,13 +45,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from crawllib.config import Config, parse_now
-from crawllib.schedule import HOUR, next_interval, revisits
-from crawllib.schemas import CRAWLDB, FRONTIER, columns_of
-from crawllib.sitemaps import changefreq_seconds
-from crawllib.transforms.depth import unknown_or_shallower
-from crawllib.transforms.lookup import rows_of
-from crawllib.urls import InvalidURL, host_of, normalize_url, registered_domain, url_key
-from crawllib.vocab import (
+from crawllib.content.sitemaps import changefreq_seconds
+from crawllib.core.urls import InvalidURL, host_of, normalize_url, registered_domain, url_key
+from crawllib.core.vocab import (
     PERMANENT_ERRORS,
     REVISITED_STATUSES,
     VISITED_OUTCOMES,
@@ -65,6 +61,10 @@ from crawllib.vocab import (
     sql_list,
     words,
 )
+from crawllib.policy.revisit import HOUR, next_interval, revisits
+from crawllib.store.schemas import CRAWLDB, FRONTIER, columns_of
+from crawllib.transforms.depth import unknown_or_shallower
+from crawllib.transforms.lookup import rows_of
 
 _TARGET = StructType(
     [
@@ -79,7 +79,7 @@ _TARGET = StructType(
 def redirect_target(url: str | None) -> tuple[str, int, str, str] | None:
     """(normalised URL, url_key, host, registered domain) of a redirect target, or None if the
     crawler cannot use it. The engine already normalises Location; this keeps the rule in one
-    place (``crawllib.urls``) whatever gave the URL."""
+    place (``crawllib.core.urls``) whatever gave the URL."""
     if not url:
         return None
     try:
@@ -121,7 +121,7 @@ def _soft_404() -> Column:
 
 
 class SparkOps:
-    """:class:`crawllib.schedule.Ops` on Spark columns."""
+    """:class:`crawllib.policy.revisit.Ops` on Spark columns."""
 
     def where(self, condition: Column, yes: Column | float, no: Column | float) -> Column:
         return F.when(condition, yes).otherwise(no)
@@ -334,7 +334,7 @@ def score_updates(cash: DataFrame, fetched: DataFrame, gen: int) -> DataFrame:
 
 def crawldb_merge_clauses(gen: int) -> dict[str, Any]:
     """The MERGE of :func:`crawldb_updates` and :func:`score_updates` rows (``s``) into
-    crawldb (``t``), as keyword arguments of ``crawllib.tables.merge``: a fetched URL's row
+    crawldb (``t``), as keyword arguments of ``crawllib.store.tables.merge``: a fetched URL's row
     replaces crawldb's (:func:`crawldb_update_guard`) and is inserted when new; a score row
     adds its cash to a known URL whose score has not had gen's yet (score_gen), and is never
     inserted (a URL crawldb does not know is in the next frontier, with its cash)."""
@@ -464,7 +464,7 @@ def followed_frontier(fetches: DataFrame, frontier: DataFrame, gen: int) -> Data
 def sitemap_hints(sitemaps: DataFrame, cfg: Config) -> DataFrame:
     """What the sitemaps of a generation say of each URL they list, as crawldb-shaped rows for
     :data:`SITEMAP_HINTS_UPDATE`: next_fetch_at = its ``lastmod`` (the latest, if several list
-    it), fetch_interval = its ``changefreq`` as seconds (crawllib.sitemaps.changefreq_seconds,
+    it), fetch_interval = its ``changefreq`` as seconds (crawllib.content.sitemaps.changefreq_seconds,
     within the recrawl bounds; the shortest), the other columns null.
 
     In: sitemaps rows (entries). Out: CRAWLDB columns, one row per url_key with a hint.

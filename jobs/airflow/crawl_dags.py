@@ -6,7 +6,7 @@ gives the crawl root, a schedule (cron or preset; none for manual runs), the con
 Spark driver reads, where ``make dist`` was deployed, and the runner: ``spark_submit``
 (SparkSubmitOperator) or ``emr`` (EmrAddStepsOperator + EmrStepSensor on a running cluster).
 
-A run: ``resolve`` finds the generation due, once (``python -m crawllib.orchestrate due``, on
+A run: ``resolve`` finds the generation due, once (``python -m crawllib.runs.orchestrator due``, on
 the worker: it reads the generations table with delta-rs, no Spark) and pushes it to XCom;
 every stage then runs ``jobs/<stage>.py ROOT --gen <that number> --config ...``, so the three
 stages of a run (plan, fetch, update) work on one generation. ``plan`` runs with ``--if-work``:
@@ -82,7 +82,7 @@ WRITES = {
     "update": ("crawldb", "texts", "links", "frontier", "traps", "aliases"),
 }
 GEN = "{{ ti.xcom_pull(task_ids='resolve') }}"
-NOTHING_TO_FETCH = 99  # crawllib.orchestrate.NOTHING_TO_FETCH
+NOTHING_TO_FETCH = 99  # crawllib.runs.orchestrator.NOTHING_TO_FETCH
 SPARK_CONF = {
     "spark.speculation": "false",  # two copies of a fetch task would hit the same hosts twice
     "spark.yarn.maxAppAttempts": "1",  # Airflow owns retries; a second attempt doubles them
@@ -203,12 +203,12 @@ def outlets(crawl: Crawl, stage: str) -> list[Asset]:
 
 
 def worker_command(crawl: Crawl, *args: str) -> str:
-    """``worker_python -m crawllib.orchestrate ARGS`` as a shell command (args quoted except
+    """``worker_python -m crawllib.runs.orchestrator ARGS`` as a shell command (args quoted except
     templates, which render to a number or ``next``)."""
     config = [a for path in crawl.worker_config for a in ("--config", shlex.quote(path))]
     quoted = [a if a.startswith("{{") else shlex.quote(a) for a in args]
     return (
-        shlex.join([crawl.worker_python, "-m", "crawllib.orchestrate"])
+        shlex.join([crawl.worker_python, "-m", "crawllib.runs.orchestrator"])
         + " "
         + " ".join([*quoted, *config])
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from crawllib.catalog import TABLE_NAMES
+from crawllib.sql.views import TABLE_NAMES
 
 pytestmark = pytest.mark.airflow
 
@@ -167,7 +167,7 @@ def test_resolve_finds_the_generation_once_on_the_worker(
 ) -> None:
     resolve = tasks_of(report, "crawl_news")["resolve"]
     assert resolve["bash_command"] == (
-        "/srv/crawl/bin/python -m crawllib.orchestrate due s3a://bucket/news --gen next "
+        "/srv/crawl/bin/python -m crawllib.runs.orchestrator due s3a://bucket/news --gen next "
         "--config /etc/crawl/worker.toml"
     )
     assert resolve["skip_on_exit_code"] == []  # a failure to resolve is a failure, not a skip
@@ -210,9 +210,9 @@ def test_nothing_to_fetch_skips_fetch_and_update(report: dict) -> None:
         tasks = tasks_of(report, dag_id)
         planned = tasks["planned"]
         assert planned["upstream"] == ["plan"]
-        assert planned["skip_on_exit_code"] == [99]  # crawllib.orchestrate.NOTHING_TO_FETCH
+        assert planned["skip_on_exit_code"] == [99]  # crawllib.runs.orchestrator.NOTHING_TO_FETCH
         root = "s3a://bucket/news" if dag_id == "crawl_news" else "s3://bucket/shop"
-        assert f"-m crawllib.orchestrate planned {root} {GEN}" in planned["bash_command"]
+        assert f"-m crawllib.runs.orchestrator planned {root} {GEN}" in planned["bash_command"]
         # A skip flows down: every later task runs only if all before it succeeded.
         later = [t for t in tasks if t not in ("resolve", "planned") and not t.startswith("plan")]
         assert later

@@ -7,7 +7,7 @@ import pytest
 
 from benchmarks.memory import bench_memory, markdown_table
 from crawllib.config import load_config
-from crawllib.testing import WebSpec
+from crawllib.testweb import WebSpec
 
 MIB = 2**20
 BODY = 8 * MIB  # more than fetch.max_body_bytes (5 MB)

@@ -6,8 +6,8 @@ import urllib.request
 
 from benchmarks.fetch import web_server
 from benchmarks.priority import important_pages, in_degrees, render
-from crawllib.testing.site import Site, WebSpec
-from crawllib.urls import normalize_url
+from crawllib.core.urls import normalize_url
+from crawllib.testweb.site import Site, WebSpec
 
 
 def test_popular_pages_are_deep_and_among_the_most_linked():

@@ -1,4 +1,4 @@
-"""The recrawl simulator: it plays plan's selection and crawllib.schedule's rule on the test
+"""The recrawl simulator: it plays plan's selection and crawllib.policy.revisit's rule on the test
 web's change truth, keeps the budget, and measures freshness, age and unchanged fetches."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from benchmarks import recrawl, recrawl_sim
 from benchmarks.recrawl_sim import HOUR, START, Page, plan_host, simulate, visit
 from benchmarks.suite import render
 from crawllib.config import Config, replace
-from crawllib.schedule import PYTHON, next_interval
-from crawllib.testing import changes
-from crawllib.testing.site import WebSpec
+from crawllib.policy.revisit import PYTHON, next_interval
+from crawllib.testweb import changes
+from crawllib.testweb.site import WebSpec
 
 SPEC = WebSpec(hosts=0, special=False, changing_hosts=2, changing_pages=16)
 BASE = replace(Config(), generate__max_per_host=4)

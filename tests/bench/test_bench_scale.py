@@ -14,9 +14,9 @@ from benchmarks.scale import FOLLOW, QUICK_ROWS, QUICK_URLS, measure, render, sc
 from benchmarks.scale_build import cached_root
 from benchmarks.scale_data import STORED, ScaleSpec
 from benchmarks.scale_keys import with_url_key, wrapping
-from crawllib import tables
-from crawllib.urls import normalize_url, registered_domain, url_key
-from crawllib.vocab import STAGES, Status
+from crawllib.core.urls import normalize_url, registered_domain, url_key
+from crawllib.core.vocab import STAGES, Status
+from crawllib.store import tables
 
 
 def test_url_keys_in_built_ins_are_the_crawlers(spark):

@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from benchmarks.scrapy_crawl import run_scrapy
-from crawllib.testing import WebSpec, serve_in_thread
-from crawllib.testing.truth import canonical_url, expect
+from crawllib.testweb import WebSpec, serve_in_thread
+from crawllib.testweb.truth import canonical_url, expect
 
 pytest.importorskip("scrapy")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from benchmarks.suite import FULL, NOTES_HEADING, kept_notes, render
-from crawllib.testing.audit import Audit
+from crawllib.testweb.audit import Audit
 
 MIB = 2**20
 

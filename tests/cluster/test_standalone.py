@@ -44,13 +44,14 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from crawllib import lease, seeding, tables
 from crawllib.config import replace
-from crawllib.session import cached_jars
-from crawllib.testing import WebSpec, serve_in_thread
-from crawllib.testing.audit import write_log
-from crawllib.urls import normalize_url
-from crawllib.vocab import STAGES
+from crawllib.core.urls import normalize_url
+from crawllib.core.vocab import STAGES
+from crawllib.stages import seeding
+from crawllib.store import lease, tables
+from crawllib.store.session import cached_jars
+from crawllib.testweb import WebSpec, serve_in_thread
+from crawllib.testweb.audit import write_log
 from tests.conftest import test_config_overrides
 
 pytestmark = [pytest.mark.cluster, pytest.mark.e2e]

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from crawllib import config as config_mod
-from crawllib import lease, pipeline
-from crawllib.testing import WebSpec, serve_in_thread
+from crawllib.runs import runner
+from crawllib.store import lease
+from crawllib.testweb import WebSpec, serve_in_thread
 
 MAX_DEPTH = 2
 DELAY = 0.2
@@ -38,7 +39,7 @@ def e2e_crawl(spark, spark_cfg, tmp_path_factory):
         seeds.write_text("\n".join(web.seeds()) + "\n")
         # No cap: the crawl runs until nothing is left within MAX_DEPTH, retries included.
         with lease.hold(root, "pytest e2e", cfg):
-            ran = pipeline.run_crawl(spark, root, cfg, str(seeds))
+            ran = runner.run_crawl(spark, root, cfg, str(seeds))
         log = list(web.log)
         expected = web.expected_fetches(MAX_DEPTH)
         attempts = web.expected_attempts(MAX_DEPTH)

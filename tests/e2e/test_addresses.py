@@ -10,9 +10,10 @@ import shutil
 
 import pytest
 
-from crawllib import lease, pipeline, tables
 from crawllib.config import replace
-from crawllib.seeding import seed
+from crawllib.runs import runner
+from crawllib.stages.seeding import seed
+from crawllib.store import lease, tables
 from tests.unit.test_fetch_support import SLACK, LocalWeb
 
 pytestmark = pytest.mark.e2e
@@ -60,7 +61,7 @@ def crawled(spark, spark_cfg, template_root, tmp_path_factory):
         seeds.write_text("\n".join(urls) + "\n")
         with lease.hold(root, "pytest", cfg):
             seed(spark, root, str(seeds), cfg, 0)
-            pipeline.run_generation(spark, root, cfg, 0)
+            runner.run_generation(spark, root, cfg, 0)
         hits = list(server.hits)
 
     def rows(name):

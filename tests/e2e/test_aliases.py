@@ -9,9 +9,10 @@ import shutil
 
 import pytest
 
-from crawllib import generations, lease, pipeline, tables
 from crawllib.config import replace
-from crawllib.testing import WebSpec, serve_in_thread
+from crawllib.runs import runner
+from crawllib.store import generations, lease, tables
+from crawllib.testweb import WebSpec, serve_in_thread
 
 pytestmark = pytest.mark.e2e
 
@@ -39,9 +40,9 @@ def test_a_host_copying_another_is_judged_an_alias_and_no_longer_fetched(
         seeds = tmp_path / "seeds.txt"
         seeds.write_text("http://site0.net/\n")
         with lease.hold(root, "pytest", cfg):
-            pipeline.run_crawl(spark, root, cfg, str(seeds), generations_wanted=FIRST)
+            runner.run_crawl(spark, root, cfg, str(seeds), generations_wanted=FIRST)
             seeds.write_text("http://mirror.net/\n")
-            pipeline.run_crawl(spark, root, cfg, str(seeds), generations_wanted=FIRST + 3)
+            runner.run_crawl(spark, root, cfg, str(seeds), generations_wanted=FIRST + 3)
 
     aliases = {
         (r["host"], r["of_host"]): r["copies"]

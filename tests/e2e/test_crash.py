@@ -15,10 +15,11 @@ import time
 
 import pytest
 
-from crawllib import cli, lease, tables
-from crawllib.testing import WebSpec, serve_in_thread
-from crawllib.testing.audit import is_page_request
-from crawllib.urls import normalize_url
+from crawllib import cli
+from crawllib.core.urls import normalize_url
+from crawllib.store import lease, tables
+from crawllib.testweb import WebSpec, serve_in_thread
+from crawllib.testweb.audit import is_page_request
 from tests.conftest import test_config_overrides
 
 pytestmark = pytest.mark.e2e

@@ -13,13 +13,14 @@ from urllib.parse import urlsplit
 import pytest
 from delta.tables import DeltaTable
 
-from crawllib import lease, pipeline, tables
-from crawllib.errors import StageOrderError
-from crawllib.testing import canonical_url, is_private_host, truth
-from crawllib.testing.audit import is_page_request
-from crawllib.testing.site import PRIVATE_LINKS
-from crawllib.urls import normalize_url, url_key
-from crawllib.vocab import STAGES
+from crawllib.core.errors import StageOrderError
+from crawllib.core.urls import normalize_url, url_key
+from crawllib.core.vocab import STAGES
+from crawllib.runs import runner
+from crawllib.store import lease, tables
+from crawllib.testweb import canonical_url, is_private_host, truth
+from crawllib.testweb.audit import is_page_request
+from crawllib.testweb.site import PRIVATE_LINKS
 from tests.e2e.conftest import DELAY, GENERATIONS, MAX_DEPTH
 
 pytestmark = [pytest.mark.e2e, pytest.mark.smoke]  # the fast tier keeps this whole crawl
@@ -92,7 +93,7 @@ def test_each_generation_records_its_stage_runs_in_three_commits(spark, crawl):
         .select("version", "userMetadata")
         .collect()
     )
-    # every commit crawllib makes says so first (crawllib.tables.commit_note)
+    # every commit crawllib makes says so first (crawllib.store.tables.commit_note)
     notes = [r["userMetadata"] for r in sorted(history, key=lambda r: r["version"])]
     assert all(n == "crawllib" or n.startswith("crawllib: ") for n in notes), notes
     notes = [n.removeprefix("crawllib: ") for n in notes]
@@ -333,20 +334,20 @@ def test_stage_reruns_change_nothing(spark, crawl):
     with lease.hold(root, "pytest", crawl["cfg"]):
         before = snapshot(names)
         for stage in STAGES:
-            assert pipeline.run_stage(spark, root, crawl["cfg"], 1, stage) is None  # done: skipped
+            assert runner.run_stage(spark, root, crawl["cfg"], 1, stage) is None  # done: skipped
         assert snapshot(names) == before
         # Forced reruns replace their own output with the same rows (fetch skips committed slices;
         # the frontier of generation 2, already planned, is kept as it is).
         requests = len(crawl["web"].log)
         for stage in ("fetch", "update"):
-            pipeline.run_stage(spark, root, crawl["cfg"], 1, stage, force=True)
+            runner.run_stage(spark, root, crawl["cfg"], 1, stage, force=True)
         kept = ("fetches", "pages", "texts", "links", "crawldb", "frontier", "fetchlist")
         assert snapshot(kept) == {n: before[n] for n in kept}
         # a plan rerun after its fetch started is refused: the fetchlist is what was fetched
         with pytest.raises(StageOrderError, match="its fetch has started"):
-            pipeline.run_stage(spark, root, crawl["cfg"], 1, "plan", force=True)
+            runner.run_stage(spark, root, crawl["cfg"], 1, "plan", force=True)
         assert len(crawl["web"].log) == requests
-        assert pipeline.run_crawl(spark, root, crawl["cfg"], None, GENERATIONS) == []
+        assert runner.run_crawl(spark, root, crawl["cfg"], None, GENERATIONS) == []
 
 
 def test_status_and_run_on_a_finished_crawl_from_the_cli(crawl, capsys):

@@ -1,7 +1,7 @@
 """Depth is the shortest path, end to end: on a web whose shortest paths cross hosts while
 longer same-host paths exist (``WebSpec.shortcuts``, half the hosts seeded, so some shorter
 paths are found only in a later generation), a crawl to depth D fetches exactly the pages a
-breadth-first walk of the web's own link graph finds within D (crawllib.testing.truth), with
+breadth-first walk of the web's own link graph finds within D (crawllib.testweb.truth), with
 same-host following on and off, and records each fetched page at its breadth-first depth."""
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ import shutil
 
 import pytest
 
-from crawllib import generations, lease, pipeline, tables
 from crawllib.config import replace
-from crawllib.testing import WebSpec, serve_in_thread, truth
-from crawllib.testing.audit import is_page_request
-from crawllib.urls import normalize_url
-from crawllib.vocab import Stage
+from crawllib.core.urls import normalize_url
+from crawllib.core.vocab import Stage
+from crawllib.runs import runner
+from crawllib.store import generations, lease, tables
+from crawllib.testweb import WebSpec, serve_in_thread, truth
+from crawllib.testweb.audit import is_page_request
 
 pytestmark = pytest.mark.e2e
 
@@ -46,7 +47,7 @@ def test_the_crawl_fetches_what_breadth_first_finds_within_the_depth(
             generate__max_per_host=200,
         )
         with lease.hold(root, "pytest", cfg):
-            pipeline.run_crawl(spark, root, cfg, str(seed_file))
+            runner.run_crawl(spark, root, cfg, str(seed_file))
         requests = collections.Counter(
             normalize_url(f"http://{r.host}{r.path_qs}")
             for r in web.log

@@ -11,11 +11,12 @@ import shutil
 
 import pytest
 
-from crawllib import lease, pipeline, tables
 from crawllib.config import replace
-from crawllib.testing import WebSpec, serve_in_thread
-from crawllib.testing.audit import is_page_request
-from crawllib.urls import normalize_url
+from crawllib.core.urls import normalize_url
+from crawllib.runs import runner
+from crawllib.store import lease, tables
+from crawllib.testweb import WebSpec, serve_in_thread
+from crawllib.testweb.audit import is_page_request
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +43,7 @@ def crawl(spark, spark_cfg, template_root, tmp_path, name):
             politeness__default_delay=0.05,
         )
         with lease.hold(root, "pytest", cfg):
-            ran = pipeline.run_crawl(spark, root, cfg, str(seeds))
+            ran = runner.run_crawl(spark, root, cfg, str(seeds))
         requests = collections.Counter(
             normalize_url(f"http://{r.host}{r.path_qs}")
             for r in web.log

@@ -14,9 +14,10 @@ import time
 import pytest
 from aiohttp import web
 
-from crawllib import lease, pipeline, tables
 from crawllib.config import replace
-from crawllib.seeding import seed
+from crawllib.runs import runner
+from crawllib.stages.seeding import seed
+from crawllib.store import lease, tables
 from tests.unit.test_fetch_support import SLACK, LocalWeb
 
 pytestmark = pytest.mark.e2e
@@ -56,7 +57,7 @@ def crawled(spark, spark_cfg, template_root, tmp_path_factory):
             seed(spark, root, str(seeds), cfg, 0)
             started = time.time()
             for gen in (0, 1):
-                pipeline.run_generation(spark, root, cfg, gen)
+                runner.run_generation(spark, root, cfg, gen)
         hits = list(server.hits)
     hosts = {r["slot"]: r for r in tables.read(spark, root, "hosts").collect()}
     fetches = tables.read(spark, root, "fetches").collect()
@@ -211,7 +212,7 @@ def test_a_fetch_task_killed_mid_slice_is_retried_without_a_short_gap(
         with lease.hold(root, "pytest", cfg):
             seed(spark, root, str(seeds), cfg, 0)
             for stage in ("plan", "fetch"):  # what the test reads: the fetch and its rows
-                pipeline.run_stage(spark, root, cfg, 0, stage)
+                runner.run_stage(spark, root, cfg, 0, stage)
         hits = list(server.hits)
     assert killed and killed[0] >= 1
     paths = [h.path_qs for h in hits if h.host == "one.net"]

@@ -8,9 +8,10 @@ import shutil
 
 import pytest
 
-from crawllib import generations, lease, pipeline, tables
 from crawllib.config import replace
-from crawllib.testing import WebSpec, serve_in_thread
+from crawllib.runs import runner
+from crawllib.store import generations, lease, tables
+from crawllib.testweb import WebSpec, serve_in_thread
 
 pytestmark = pytest.mark.e2e
 
@@ -43,7 +44,7 @@ def test_exclusions_time_budget_and_redirect_hops_on_the_test_web(
             sitemaps__enabled=False,
         )
         with lease.hold(root, "pytest", cfg):
-            pipeline.run_crawl(spark, root, cfg, str(seeds), generations_wanted=GENERATIONS)
+            runner.run_crawl(spark, root, cfg, str(seeds), generations_wanted=GENERATIONS)
         log = list(web.log)
 
     crawldb = tables.read(spark, root, "crawldb")

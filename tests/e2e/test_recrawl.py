@@ -1,5 +1,5 @@
 """Revisits end to end: a changing host of the test web crawled at a fixed clock, then again a
-day later. Its pages change on known schedules (crawllib.testing.changes), so every count,
+day later. Its pages change on known schedules (crawllib.testweb.changes), so every count,
 interval and stored version is checked against the ground truth."""
 
 from __future__ import annotations
@@ -9,8 +9,10 @@ import datetime as dt
 import pytest
 
 from crawllib import config as config_mod
-from crawllib import lease, pipeline, readonly, tables
-from crawllib.testing import WebSpec, changes, serve_in_thread
+from crawllib.runs import runner
+from crawllib.sql import guard
+from crawllib.store import lease, tables
+from crawllib.testweb import WebSpec, changes, serve_in_thread
 
 pytestmark = pytest.mark.e2e
 
@@ -43,13 +45,13 @@ def recrawl(spark, spark_cfg, tmp_path_factory):
         )
         web.set_now(T0)
         with lease.hold(root, "pytest", base):
-            pipeline.run_crawl(
+            runner.run_crawl(
                 spark, root, config_mod.replace(base, crawl__now=iso(T0)), str(seeds), 1
             )
             web.set_now(T1)
             cfg = config_mod.replace(base, crawl__now=iso(T1))
-            assert pipeline.plan.has_work(spark, root, cfg, 1)
-            pipeline.run_generation(spark, root, cfg, 1)
+            assert runner.plan.has_work(spark, root, cfg, 1)
+            runner.run_generation(spark, root, cfg, 1)
         log = list(web.log)
     return {"root": root, "urls": urls, "log": log, "spec": spec}
 
@@ -138,10 +140,10 @@ def test_a_304_sends_the_stored_validators_and_stores_no_new_version(spark, recr
 def test_the_versions_views_give_the_latest_text_and_the_change_history(spark, recrawl):
     root, urls = recrawl["root"], due(recrawl["urls"])
     changed = {u for u in urls if changes.text_version(u, T1) != changes.text_version(u, T0)}
-    latest = readonly.run_query(spark, root, "SELECT url, gen FROM latest_texts").collect()
+    latest = guard.run_query(spark, root, "SELECT url, gen FROM latest_texts").collect()
     by_url = {r["url"]: r["gen"] for r in latest}
     assert len(latest) == len(by_url)  # one row per URL
-    versions = readonly.run_query(
+    versions = guard.run_query(
         spark, root, "SELECT url, gen, changed FROM text_history ORDER BY url, gen"
     ).collect()
     history = {(r["url"], r["gen"]): r["changed"] for r in versions}

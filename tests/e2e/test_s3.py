@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawllib import lease
 from crawllib.config import config_toml, load_config, replace
-from crawllib.testing import WebSpec, serve_in_thread
-from crawllib.urls import normalize_url
+from crawllib.core.urls import normalize_url
+from crawllib.store import lease
+from crawllib.testweb import WebSpec, serve_in_thread
 from tests.conftest import test_config_overrides
 
 pytestmark = [pytest.mark.e2e, pytest.mark.smoke]  # in the fast tier: CI runs it

@@ -12,9 +12,10 @@ import shutil
 
 import pytest
 
-from crawllib import lease, pipeline, tables
 from crawllib.config import replace
-from crawllib.testing import WebSpec, serve_in_thread
+from crawllib.runs import runner
+from crawllib.store import lease, tables
+from crawllib.testweb import WebSpec, serve_in_thread
 from tests.unit.test_fetch_support import SLACK, gaps
 
 pytestmark = pytest.mark.e2e
@@ -67,7 +68,7 @@ def crawled(request, spark, spark_cfg, template_root, tmp_path_factory):
         seeds = tmp / "seeds.txt"
         seeds.write_text("\n".join(web.seeds()) + "\n")
         with lease.hold(root, "pytest", cfg):  # every table write needs the writer lease
-            ran = pipeline.run_crawl(spark, root, cfg, str(seeds))
+            ran = runner.run_crawl(spark, root, cfg, str(seeds))
         log = list(web.log)
         expected = web.expected_fetches(MAX_DEPTH)
     return {

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from crawllib.config import load_config
-from crawllib.testing import WebSpec, serve_in_thread
+from crawllib.testweb import WebSpec, serve_in_thread
 from tests.conftest import test_config_overrides
 
 pytestmark = [pytest.mark.e2e, pytest.mark.smoke]

@@ -8,9 +8,10 @@ import shutil
 
 import pytest
 
-from crawllib import generations, lease, pipeline, tables
 from crawllib.config import replace
-from crawllib.testing import WebSpec, serve_in_thread
+from crawllib.runs import runner
+from crawllib.store import generations, lease, tables
+from crawllib.testweb import WebSpec, serve_in_thread
 
 pytestmark = pytest.mark.e2e
 
@@ -41,7 +42,7 @@ def test_patterns_of_near_identical_pages_are_trapped_and_their_urls_filtered(
             sitemaps__enabled=False,
         )
         with lease.hold(root, "pytest", cfg):
-            ran = pipeline.run_crawl(spark, root, cfg, str(seeds), generations_wanted=8)
+            ran = runner.run_crawl(spark, root, cfg, str(seeds), generations_wanted=8)
 
     assert len(ran) < 8  # the crawl ended: nothing left but trapped URLs
     traps = {(r["host"], r["pattern"]): r for r in tables.read(spark, root, "traps").collect()}

@@ -12,10 +12,11 @@ import time
 
 import pytest
 
-from crawllib import generations, lease, pipeline
 from crawllib.config import replace
-from crawllib.testing import WebSpec, serve_in_thread
-from crawllib.vocab import Stage
+from crawllib.core.vocab import Stage
+from crawllib.runs import runner
+from crawllib.store import generations, lease
+from crawllib.testweb import WebSpec, serve_in_thread
 
 pytestmark = pytest.mark.e2e
 
@@ -47,12 +48,12 @@ def test_a_crawl_ends_when_nothing_is_due_and_takes_the_waits_once_due(
         )
         lines: list[str] = []
         with lease.hold(root, "pytest", cfg):
-            ran = pipeline.run_crawl(spark, root, cfg, str(seeds), on_idle=lines.append)
+            ran = runner.run_crawl(spark, root, cfg, str(seeds), on_idle=lines.append)
             first = collections.Counter((r.host, r.path_qs) for r in web.log)
 
             # later, by the crawl's clock: past the Retry-After and the retry's backoff
             later = replace(cfg, crawl__now=iso(time.time() + 7200))
-            again = pipeline.run_crawl(spark, root, later, None, on_idle=lines.append)
+            again = runner.run_crawl(spark, root, later, None, on_idle=lines.append)
         second = collections.Counter((r.host, r.path_qs) for r in web.log)
 
     assert ran and again

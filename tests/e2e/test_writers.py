@@ -15,10 +15,11 @@ import time
 
 import pytest
 
-from crawllib import cli, generations, lease, tables
-from crawllib.seeding import seed
-from crawllib.testing import WebSpec, serve_in_thread
-from crawllib.testing.audit import is_page_request
+from crawllib import cli
+from crawllib.stages.seeding import seed
+from crawllib.store import generations, lease, tables
+from crawllib.testweb import WebSpec, serve_in_thread
+from crawllib.testweb.audit import is_page_request
 from tests.conftest import test_config_overrides
 
 pytestmark = pytest.mark.e2e
@@ -146,7 +147,7 @@ def test_a_killed_writers_lease_is_taken_over_at_once_on_its_machine(
     capsys.readouterr()
 
     # at once, long before it expires: its process is gone, and the generation finishes
-    with caplog.at_level(logging.WARNING, logger="crawllib.lease"):
+    with caplog.at_level(logging.WARNING, logger="crawllib.store.lease"):
         assert cli.main(["generation", root, *args]) == 0
     assert "took over the writer lease of `crawl generation`" in caplog.text
     assert f"its process (pid {proc.pid} on " in caplog.text

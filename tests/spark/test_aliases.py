@@ -3,8 +3,8 @@ filter."""
 
 from __future__ import annotations
 
-from crawllib.aliases import alias_counts, alias_hosts
 from crawllib.config import replace
+from crawllib.store.aliases import alias_counts, alias_hosts
 from crawllib.transforms.plan import filter_aliases
 
 

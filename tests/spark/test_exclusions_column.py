@@ -1,4 +1,4 @@
-"""crawllib.exclusions on Spark: ``Exclusions.column`` (built-ins) decides as ``matches``
+"""crawllib.transforms.exclusions on Spark: ``Exclusions.column`` (built-ins) decides as ``matches``
 (Python), and an exclude file is read through Spark."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from crawllib.errors import ConfigError
-from crawllib.exclusions import column, read_with_spark
+from crawllib.core.errors import ConfigError
+from crawllib.core.urls import host_of, normalize_url, registered_domain
 from crawllib.policy.exclusions import Exclusions, parse
-from crawllib.urls import host_of, normalize_url, registered_domain
+from crawllib.transforms.exclusions import column, read_with_spark
 
 URLS = [
     "http://example.co.uk/",

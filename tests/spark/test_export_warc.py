@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawllib import export, lease, tables, urls, warc
 from crawllib.config import load_config
-from crawllib.schemas import FETCHES, PAGES
+from crawllib.content import warc
+from crawllib.core import urls
+from crawllib.stages import export
+from crawllib.store import lease, tables
+from crawllib.store.schemas import FETCHES, PAGES
 from tests.spark.test_platform import crawl
 
 UTC = dt.UTC

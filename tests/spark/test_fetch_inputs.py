@@ -11,8 +11,8 @@ from aiohttp import web
 from pyspark.sql import functions as F
 
 from crawllib.config import replace
-from crawllib.schemas import HOSTS
-from crawllib.transforms.fetch import (
+from crawllib.store.schemas import HOSTS
+from crawllib.transforms.fetch_inputs import (
     ENGINE_ROBOTS,
     engine_hosts,
     fetch_inputs,

@@ -12,16 +12,16 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from crawllib import generations, tables
 from crawllib.config import replace
-from crawllib.schemas import FETCHES
+from crawllib.core.urls import host_of, registered_domain, surt, url_key
+from crawllib.core.vocab import Stage, StageState
 from crawllib.stages import fetch
 from crawllib.stages.base import StageRun
-from crawllib.testing import WebSpec, serve_in_thread
-from crawllib.testing.site import REGULAR_ROBOTS
+from crawllib.store import generations, tables
+from crawllib.store.schemas import FETCHES
+from crawllib.testweb import WebSpec, serve_in_thread
+from crawllib.testweb.site import REGULAR_ROBOTS
 from crawllib.transforms.plan import with_slice, with_slot
-from crawllib.urls import host_of, registered_domain, surt, url_key
-from crawllib.vocab import Stage, StageState
 
 GEN = 0
 DELAY = 0.2
@@ -114,7 +114,7 @@ def test_fetch_writes_tables_politely_and_reruns_fetch_nothing_twice(spark, web,
         "robots_fetched": len(hosts),
         "refetched_after_retry": 0,  # no task attempt was lost
     }
-    # the tasks' journals (crawllib.journal) go once their slice is committed
+    # the tasks' journals (crawllib.store.journal) go once their slice is committed
     assert not list(Path(root).glob("_fetch_journal/gen=*/slice=*"))
 
     # every URL requested once (the denied one never), robots.txt and (as robots.txt lists

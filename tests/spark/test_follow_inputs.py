@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 
-from crawllib import generations
 from crawllib.config import replace
-from crawllib.schemas import FETCHLIST
+from crawllib.core.vocab import Stage, StageState
 from crawllib.stages.base import StageRun
 from crawllib.stages.fetch import keys_carried
 from crawllib.stages.plan import PlanResult
-from crawllib.transforms.fetch import follow_inputs, with_known_keys
-from crawllib.vocab import Stage, StageState
+from crawllib.store import generations
+from crawllib.store.schemas import FETCHLIST
+from crawllib.transforms.fetch_inputs import follow_inputs, with_known_keys
 
 
 def test_each_slot_with_room_gets_its_known_keys_and_trapped_patterns(spark, spark_cfg):

@@ -7,8 +7,10 @@ import datetime as dt
 
 import pytest
 
-from crawllib import cli, generations, orchestrate, pipeline
-from crawllib.errors import StageOrderError
+from crawllib import cli
+from crawllib.core.errors import StageOrderError
+from crawllib.runs import orchestrator, runner
+from crawllib.store import generations
 from tests.conftest import test_config_overrides
 
 
@@ -20,7 +22,7 @@ def root(new_root):
 def states_both_ways(spark, root):
     """(gen, stage) -> state, as the scheduler reads it and as `crawl status` shows it."""
     scheduler = generations.stage_states(spark, root)
-    status = {(gen, stage): state for gen, stage, state, *_ in pipeline.status_rows(spark, root)}
+    status = {(gen, stage): state for gen, stage, state, *_ in runner.status_rows(spark, root)}
     return scheduler, status
 
 
@@ -41,7 +43,7 @@ def test_status_and_scheduler_agree_on_a_forced_rerun(spark, root):
     assert scheduler == status == {(0, "plan"): "done", (0, "fetch"): "running"}
     assert generations.due_gen(scheduler, "fetch") == 0
     with pytest.raises(StageOrderError, match="fetch of generation 0 is not done"):
-        pipeline.should_run(scheduler, 0, "update")
+        runner.should_run(scheduler, 0, "update")
 
     # the forced rerun fails: still not done, for both
     generations.record(
@@ -59,22 +61,22 @@ def test_a_stage_run_out_of_order_is_refused_with_one_line_and_exit_2(spark, roo
 
 
 def test_the_airflow_worker_resolves_the_generation_plan_resolves(spark, root, tmp_path, capsys):
-    """crawllib.orchestrate (delta-rs, no Spark) against the Spark side on a real root, and
+    """crawllib.runs.orchestrator (delta-rs, no Spark) against the Spark side on a real root, and
     `crawl plan --if-work`, which records nothing when nothing is left to fetch."""
     sets = [a for s in test_config_overrides() for a in ("--set", s)]
 
     def spark_due() -> int:
         return generations.due_gen(generations.stage_states(spark, root), "plan")
 
-    assert orchestrate.due_generation(root) == spark_due() == 0
+    assert orchestrator.due_generation(root) == spark_due() == 0
     assert cli.main(["plan", root, "--gen", "next", "--if-work", *sets]) == 0
     assert "nothing left to fetch" in capsys.readouterr().out
     assert generations.stage_states(spark, root) == {}
-    assert orchestrate.plan_chose_urls(root, 0) is False
+    assert orchestrator.plan_chose_urls(root, 0) is False
 
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://a.test/\n")
     assert cli.main(["seed", root, str(seeds), *sets]) == 0
     assert cli.main(["plan", root, "--gen", "next", "--if-work", *sets]) == 0
-    assert orchestrate.plan_chose_urls(root, 0) is True
-    assert orchestrate.due_generation(root) == spark_due() == 0
+    assert orchestrator.plan_chose_urls(root, 0) is True
+    assert orchestrator.due_generation(root) == spark_due() == 0

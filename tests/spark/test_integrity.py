@@ -11,11 +11,13 @@ import os
 import pytest
 from delta.tables import DeltaTable
 
-from crawllib import cli, generations, integrity, lease, maintain, pipeline, tables
+from crawllib import cli
 from crawllib.config import replace
-from crawllib.errors import TableChanged
-from crawllib.schemas import TABLES
-from crawllib.seeding import seed
+from crawllib.core.errors import TableChanged
+from crawllib.runs import runner
+from crawllib.stages.seeding import seed
+from crawllib.store import generations, integrity, lease, maintain, tables
+from crawllib.store.schemas import TABLES
 
 
 def history(spark, root, name) -> list[tuple[int, str, str | None]]:
@@ -95,7 +97,7 @@ def test_a_table_ahead_by_a_commit_not_of_crawllib_stops_the_next_stage(
     before = integrity.current_versions(spark, new_root)
     ledger = generations.read_ledger(spark, new_root)
     with pytest.raises(TableChanged) as stopped:
-        pipeline.run_stage(spark, new_root, spark_cfg, 0, "fetch", ledger=ledger)
+        runner.run_stage(spark, new_root, spark_cfg, 0, "fetch", ledger=ledger)
     message = str(stopped.value)
     assert message.startswith(
         f"table crawldb has commits crawllib did not make after version {recorded['crawldb']}, "

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import threading
 
-from crawllib import cli, lease
+from crawllib import cli
+from crawllib.store import lease
 
 
 def another_writer(root, cfg, command):

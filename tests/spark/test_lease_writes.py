@@ -2,7 +2,7 @@
 writable (issue 37): a write without one is refused, a writer that could not renew for 2/3 of
 the lease stops before its next commit, and a write in flight when the lease stops being
 writable is cancelled before it commits. Real Delta tables, a real lease file whose renewals
-fail (crawllib.testing.stores)."""
+fail (crawllib.testweb.stores)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import time
 import pytest
 from pyspark.sql import functions as F
 
-from crawllib import lease, tables
 from crawllib.config import replace
-from crawllib.errors import LeaseLost, LeaseNotHeld
-from crawllib.schemas import TABLES
-from crawllib.testing.stores import Breakable
+from crawllib.core.errors import LeaseLost, LeaseNotHeld
+from crawllib.store import lease, tables
+from crawllib.store.schemas import TABLES
+from crawllib.testweb.stores import Breakable
 
 
 def test_a_write_needs_a_held_lease(spark, unheld_root):

@@ -11,14 +11,15 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from crawllib import generations, integrity, lease, tables
 from crawllib.config import replace
-from crawllib.hashing import content_hash, hamming64, lsh_bands, simhash64
-from crawllib.schemas import CRAWLDB, EXTRACTED, EXTRACTED_TEXT, FETCHES, PAGES, TEXTS
+from crawllib.content.hashing import content_hash, hamming64, lsh_bands, simhash64
+from crawllib.core.urls import surt, url_key
 from crawllib.stages import pages as pages_stage
 from crawllib.stages import update as update_stage
 from crawllib.stages.base import StageRun
-from crawllib.testing.content import article_html, paragraph
+from crawllib.store import generations, integrity, lease, tables
+from crawllib.store.schemas import CRAWLDB, EXTRACTED, EXTRACTED_TEXT, FETCHES, PAGES, TEXTS
+from crawllib.testweb.content import article_html, paragraph
 from crawllib.transforms.parse import (
     MARK_COLUMNS,
     extract_pages,
@@ -30,7 +31,6 @@ from crawllib.transforms.parse import (
     next_frontier,
     texts_of,
 )
-from crawllib.urls import surt, url_key
 
 MIN_CHARS = 200
 

@@ -10,13 +10,16 @@ from chispa import assert_df_equality
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from crawllib import exclusions, generations, pipeline, tables
 from crawllib.config import replace
-from crawllib.schemas import CRAWLDB, FRONTIER
-from crawllib.seeding import seed
+from crawllib.core.urls import host_of, registered_domain, url_extension, url_key
+from crawllib.runs import runner
 from crawllib.stages import fetch as fetch_stage
 from crawllib.stages import plan as plan_stage
 from crawllib.stages.base import StageRun
+from crawllib.stages.seeding import seed
+from crawllib.store import generations, tables
+from crawllib.store.schemas import CRAWLDB, FRONTIER
+from crawllib.transforms import exclusions
 from crawllib.transforms.plan import (
     apply_budgets,
     attempted_in_crawldb,
@@ -36,7 +39,6 @@ from crawllib.transforms.plan import (
     with_slice,
     with_slot,
 )
-from crawllib.urls import host_of, registered_domain, url_extension, url_key
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
 T1 = T0 + dt.timedelta(minutes=1)
@@ -519,7 +521,7 @@ def test_has_work_ignores_frontier_urls_plan_would_only_filter(
 def hosts_rows(spark, rows, **same):
     """hosts rows: (slot, not_before, not_before_reason, crawl_delay) and the columns ``same``
     gives every row, the rest empty."""
-    from crawllib.schemas import HOSTS
+    from crawllib.store.schemas import HOSTS
 
     full = [
         {**{f.name: None for f in HOSTS.fields}, "slot": slot, "not_before": nb,
@@ -577,7 +579,7 @@ def test_a_stage_appends_on_its_first_run_and_replaces_on_a_rerun(spark, planned
         h = DeltaTable.forPath(spark, tables.table_path(root, "fetchlist")).history(1).first()
         return h["operation"], h["operationParameters"]["mode"]
 
-    pipeline.run_stage(spark, root, cfg, 0, "plan")
+    runner.run_stage(spark, root, cfg, 0, "plan")
     assert last_write() == ("WRITE", "Append")  # never started: nothing of gen 0 to replace
     planned = fetchlist()
     assert planned
@@ -586,7 +588,7 @@ def test_a_stage_appends_on_its_first_run_and_replaces_on_a_rerun(spark, planned
     generations.record(spark, root, 0, "plan", "failed", now)
     tables.append(tables.read(spark, root, "fetchlist"), root, "fetchlist")
     assert len(fetchlist()) == 2 * len(planned)
-    pipeline.run_stage(spark, root, cfg, 0, "plan")
+    runner.run_stage(spark, root, cfg, 0, "plan")
     assert last_write() == ("WRITE", "Overwrite")
     assert fetchlist() == planned
 

@@ -12,9 +12,9 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from crawllib import lease, tables
 from crawllib.cli import main
-from crawllib.schemas import CRAWLDB, TABLES
+from crawllib.store import lease, tables
+from crawllib.store.schemas import CRAWLDB, TABLES
 from tests.conftest import test_config_overrides
 
 SEEDS = (

@@ -8,11 +8,11 @@ import datetime as dt
 import pytest
 from pyspark.sql import functions as F
 
-from crawllib import tables
 from crawllib.config import replace
-from crawllib.schemas import CRAWLDB, FETCHES, FRONTIER, LINKS, TEXTS
 from crawllib.stages import update
 from crawllib.stages.base import StageRun
+from crawllib.store import tables
+from crawllib.store.schemas import CRAWLDB, FETCHES, FRONTIER, LINKS, TEXTS
 from crawllib.transforms.parse import next_frontier
 from crawllib.transforms.plan import count_decisions, plan_decisions
 from crawllib.transforms.priority import link_cash

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from crawllib import cli, lease, tables
-from crawllib.catalog import LATER_TABLES, TABLE_NAMES, VIEWS
+from crawllib import cli
 from crawllib.config import config_toml, replace
-from crawllib.schemas import CRAWLDB
+from crawllib.sql.views import LATER_TABLES, TABLE_NAMES, VIEWS
+from crawllib.store import lease, tables
+from crawllib.store.schemas import CRAWLDB
 
 DATABASE = "crawl_test"
 URLS = 5
@@ -75,7 +76,7 @@ ANALYST = textwrap.dedent(
     import contextlib, io, json, sys
     from crawllib import cli
     from crawllib.config import load_config
-    from crawllib.session import get_spark
+    from crawllib.store.session import get_spark
 
     config, database, root, other, elsewhere = sys.argv[1:]
     spark = get_spark(load_config([config]))

@@ -16,13 +16,16 @@ from pathlib import Path
 import pytest
 
 from benchmarks.sql import documented_queries
-from crawllib import cli, duckdb_sql, lease, pipeline
+from crawllib import cli
 from crawllib import config as config_mod
-from crawllib.catalog import TABLE_NAMES
-from crawllib.schemas import TABLES
-from crawllib.testing import WebSpec, serve_in_thread
+from crawllib.runs import runner
+from crawllib.sql import duckdb_engine
+from crawllib.sql.views import TABLE_NAMES
+from crawllib.store import lease
+from crawllib.store.schemas import TABLES
+from crawllib.testweb import WebSpec, serve_in_thread
 
-pytestmark = pytest.mark.skipif(not duckdb_sql.available(), reason="the sql extra is missing")
+pytestmark = pytest.mark.skipif(not duckdb_engine.available(), reason="the sql extra is missing")
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -42,14 +45,14 @@ def root(spark, spark_cfg, tmp_path_factory):
         seeds = tmp_path_factory.mktemp("seeds") / "seeds.txt"
         seeds.write_text("\n".join(web.seeds()) + "\n")
         with lease.hold(path, "pytest", cfg):
-            pipeline.run_crawl(spark, path, cfg, str(seeds), 2)
+            runner.run_crawl(spark, path, cfg, str(seeds), 2)
             # two revisits per host: update's MERGE replaces a few of crawldb's rows, which
             # stay in their files, marked deleted in deletion vectors
             later = dt.datetime.now(dt.UTC) + dt.timedelta(days=3)
             revisit = config_mod.replace(
                 cfg, crawl__now=later.isoformat(), generate__max_per_host=2
             )
-            pipeline.run_generation(spark, path, revisit)
+            runner.run_generation(spark, path, revisit)
     return path
 
 
@@ -346,7 +349,7 @@ LIMIT 1000"""
 def test_the_capture_index_answers_common_crawls_example_queries(spark, spark_cfg, root, capsys):
     from warcio.archiveiterator import ArchiveIterator
 
-    from crawllib import export
+    from crawllib.stages import export
 
     columns = same_answers(capsys, root, "SELECT * FROM ccindex ORDER BY gen, url_key")
     assert columns and all(r["crawl"] == "crawl" for r in columns)

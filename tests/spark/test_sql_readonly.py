@@ -12,10 +12,11 @@ import sys
 
 import pytest
 
-from crawllib import cli, integrity, lease
+from crawllib import cli
 from crawllib.config import config_toml
-from crawllib.readonly import ALLOWED_FUNCTIONS
-from crawllib.seeding import seed
+from crawllib.sql.guard import ALLOWED_FUNCTIONS
+from crawllib.stages.seeding import seed
+from crawllib.store import integrity, lease
 
 SPARK = ["--engine", "spark"]
 

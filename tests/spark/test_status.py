@@ -10,9 +10,10 @@ import shutil
 import subprocess
 import sys
 
-from crawllib import generations, pipeline, status, tables
 from crawllib.config import replace
-from crawllib.schemas import CRAWLDB
+from crawllib.runs import runner, status
+from crawllib.store import generations, tables
+from crawllib.store.schemas import CRAWLDB
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
 NOW = "2026-01-02T12:00:00Z"
@@ -65,9 +66,7 @@ def test_status_without_a_jvm_gives_the_rows_the_spark_reading_gives(spark, spar
     done = crawl_status(root, "--format", "json")
     assert done.returncode == 0, done.stderr
     got = [json.loads(line) for line in done.stdout.splitlines()]
-    want = [
-        dict(zip(status.COLUMNS, row, strict=True)) for row in pipeline.status_rows(spark, root)
-    ]
+    want = [dict(zip(status.COLUMNS, row, strict=True)) for row in runner.status_rows(spark, root)]
     assert got == want and len(got) == 6
     plan = got[0]
     assert (plan["gen"], plan["stage"], plan["state"]) == (0, "plan", "done")
@@ -77,7 +76,7 @@ def test_status_without_a_jvm_gives_the_rows_the_spark_reading_gives(spark, spar
     table = crawl_status(root)
     assert table.returncode == 0, table.stderr
     cfg = replace(spark_cfg, crawl__now=NOW)
-    pages, due, fresh = pipeline.freshness(spark, root, cfg)
+    pages, due, fresh = runner.freshness(spark, root, cfg)
     assert (pages, due) == (2, 1)  # the page of a day's interval is due a day later
     assert status.read_without_spark(root, cfg)[1] == (pages, due, fresh)
     assert status.freshness_line(pages, due, fresh) in table.stdout

@@ -9,16 +9,16 @@ from chispa import assert_df_equality
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from crawllib import tables
 from crawllib.config import replace
-from crawllib.schemas import CRAWLDB, FETCHES, FRONTIER, SITEMAPS, TEXTS
+from crawllib.core.urls import url_key
 from crawllib.stages import update
 from crawllib.stages.base import StageRun
+from crawllib.store import tables
+from crawllib.store.schemas import CRAWLDB, FETCHES, FRONTIER, SITEMAPS, TEXTS
 from crawllib.transforms.update import (
     crawldb_updates,
     redirect_frontier,
 )
-from crawllib.urls import url_key
 
 GEN = 3
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)

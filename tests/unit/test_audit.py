@@ -3,11 +3,11 @@ robots.txt forbids, requests to one host too close together or overlapping."""
 
 from __future__ import annotations
 
-from crawllib.testing import WebSpec
-from crawllib.testing.audit import audit, is_page_request, read_log, write_log
-from crawllib.testing.site import Site
-from crawllib.testing.truth import canonical_url, expected_fetches
-from crawllib.testing.web import LogRecord
+from crawllib.testweb import WebSpec
+from crawllib.testweb.audit import audit, is_page_request, read_log, write_log
+from crawllib.testweb.site import Site
+from crawllib.testweb.truth import canonical_url, expected_fetches
+from crawllib.testweb.web import LogRecord
 
 SPEC = WebSpec(hosts=1, pages_per_host=4, fanout=3, special=False)
 AGENT = "crawllib/0.1"

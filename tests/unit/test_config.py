@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from crawllib.config import coerce, defaults_toml, load_config, replace
-from crawllib.errors import ConfigError
+from crawllib.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 

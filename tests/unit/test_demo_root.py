@@ -8,8 +8,8 @@ import os
 import pytest
 
 from crawllib.cli import main
-from crawllib.demo import MARKER, SEEDS_LINE, check_demo_root
-from crawllib.errors import BadRoot
+from crawllib.cli.demo import MARKER, SEEDS_LINE, check_demo_root
+from crawllib.core.errors import BadRoot
 
 
 def test_a_folder_the_demo_did_not_make_is_refused_before_anything_is_written(tmp_path, capsys):

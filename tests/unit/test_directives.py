@@ -1,4 +1,4 @@
-"""crawllib.directives: robots meta tags, X-Robots-Tag, canonical links and TDM opt-outs."""
+"""crawllib.content.directives: robots meta tags, X-Robots-Tag, canonical links and TDM opt-outs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import lxml.html
 import pytest
 
 from crawllib.config import load_config
-from crawllib.directives import link_header_targets, page_directives, x_robots_tag
+from crawllib.content.directives import link_header_targets, page_directives, x_robots_tag
 
 CFG = load_config()
 TOKEN = CFG.robots.agent

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from crawllib.errors import QueryRefused
+from crawllib.core.errors import QueryRefused
 
 duckdb = pytest.importorskip("duckdb")
 
-from crawllib.duckdb_tree import columns_used, relations_read, syntax_tree  # noqa: E402
+from crawllib.sql.duckdb_tree import columns_used, relations_read, syntax_tree  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -78,7 +78,7 @@ def test_each_step_submits_a_job_with_the_dist_files(path):
         assert options["--deploy-mode"] == ["client"]  # the driver's logs are the step's
         py_files = options["--py-files"][0].split(",")
         assert py_files[0] == OPT + "crawllib.zip"
-        # the Delta jar also holds the `delta` Python module crawllib.tables imports
+        # the Delta jar also holds the `delta` Python module crawllib.store.tables imports
         assert set(py_files[1:]) == {"/usr/share/aws/delta/lib/delta-spark.jar"}
         assert set(options["--jars"][0].split(",")) == EMR_DELTA
         for value in py_files:

@@ -1,4 +1,4 @@
-"""crawllib.exclusions: rule parsing, refusals with line numbers, matching, file loading, and
+"""crawllib.transforms.exclusions: rule parsing, refusals with line numbers, matching, file loading, and
 config validation."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pickle
 import pytest
 
 from crawllib.config import load_config, replace
-from crawllib.errors import ConfigError
+from crawllib.core.errors import ConfigError
+from crawllib.core.urls import host_of, normalize_url, registered_domain
 from crawllib.policy.exclusions import Exclusions, load, parse
-from crawllib.urls import host_of, normalize_url, registered_domain
 
 
 def excluded(rules: Exclusions, url: str) -> bool:

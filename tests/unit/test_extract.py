@@ -1,4 +1,4 @@
-"""crawllib.extract: text, title, language, fingerprints and links of real HTML snippets."""
+"""crawllib.content.extract: text, title, language, fingerprints and links of real HTML snippets."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import re
 import pytest
 
 from crawllib.config import load_config, replace
-from crawllib.extract import decode_html, extract_page, extract_record
-from crawllib.hashing import content_hash, simhash64
-from crawllib.testing.content import article_html, paragraph
-from crawllib.testing.payloads import charset_page, garbage_page
+from crawllib.content.extract import decode_html, extract_page, extract_record
+from crawllib.content.hashing import content_hash, simhash64
+from crawllib.testweb.content import article_html, paragraph
+from crawllib.testweb.payloads import charset_page, garbage_page
 
 CFG = load_config()
 URL = "http://www.example.com/news/2026/story.html"
@@ -348,7 +348,7 @@ def test_links_per_page_are_capped_to_the_first_targets():
 
 
 def test_a_tag_of_numerous_attributes_is_cut_after_the_cap():
-    from crawllib.extract import MAX_ATTRIBUTES, cap_attributes
+    from crawllib.content.extract import MAX_ATTRIBUTES, cap_attributes
 
     tag = "<div " + " ".join(f"a{i}=v" for i in range(3 * MAX_ATTRIBUTES)) + ">text</div>"
     html = "<p id=x>before</p>" + tag + "<p>after</p>"

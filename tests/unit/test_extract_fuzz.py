@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crawllib.config import load_config, replace
-from crawllib.extract import extract_record
+from crawllib.content.extract import extract_record
 
 MB = 1 << 20
 SECONDS_PER_MB = 6.0

@@ -7,10 +7,10 @@ from __future__ import annotations
 import threading
 
 from crawllib.config import load_config, replace
-from crawllib.extract import extract_record
-from crawllib.extract_worker import Extractor
-from crawllib.fetch import fetch_rows
-from crawllib.vocab import ExtractFailure
+from crawllib.content.extract import extract_record
+from crawllib.content.extract_worker import Extractor
+from crawllib.core.vocab import ExtractFailure
+from crawllib.engine import fetch_rows
 from tests.unit.test_fetch_support import LocalWeb, config, row
 
 MB = 1 << 20

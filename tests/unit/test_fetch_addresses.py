@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from crawllib.fetch import fetch_rows
+from crawllib.engine import fetch_rows
 from tests.unit.test_fetch_support import SLACK, LocalWeb, config, gaps, row
 
 SHARED = "127.0.0.2"

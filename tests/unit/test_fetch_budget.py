@@ -12,8 +12,8 @@ import re
 
 from aiohttp import web
 
-from crawllib.fetch import fetch_rows
-from crawllib.fetch.budget import ByteBudget
+from crawllib.engine import fetch_rows
+from crawllib.engine.budget import ByteBudget
 from tests.unit.test_fetch_support import LocalWeb, config, row
 
 MB = 1 << 20
@@ -104,7 +104,7 @@ def test_bodies_of_many_hosts_stay_within_the_tasks_budget(caplog):
             fetch__follow=False,
         )
         urls = [f"http://{h}/{p}" for h in hosts for p in ("plain", "packed")]
-        with caplog.at_level(logging.INFO, logger="crawllib.fetch.engine"):
+        with caplog.at_level(logging.INFO, logger="crawllib.engine.engine"):
             records = [r for r in fetch_rows([row(u) for u in urls], cfg) if r["record"] == "fetch"]
     assert len(records) == len(urls)
     assert all(r["outcome"] == "ok" and r["body"] == page for r in records)
@@ -122,7 +122,7 @@ def test_sitemaps_count_in_the_budget(caplog):
         cfg = config(
             server.resolve("s.test"), sitemaps__enabled=True, fetch__max_bytes_in_flight=MB
         )
-        with caplog.at_level(logging.INFO, logger="crawllib.fetch.engine"):
+        with caplog.at_level(logging.INFO, logger="crawllib.engine.engine"):
             records = list(fetch_rows([row("http://s.test/")], cfg))
     maps = [r for r in records if r["record"] == "sitemap"]
     assert len(maps) == 1 and len(maps[0]["entries"]) == 20_000

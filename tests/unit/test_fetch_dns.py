@@ -12,9 +12,9 @@ import socket
 import pytest
 
 from crawllib.config import load_config, replace
-from crawllib.fetch.client import parse_content_type, parse_retry_after
-from crawllib.fetch.dns import ResolveError, Resolver, parse_overrides
-from crawllib.netsafety import address_problem, host_problem
+from crawllib.engine.client import parse_content_type, parse_retry_after
+from crawllib.engine.dns import ResolveError, Resolver, parse_overrides
+from crawllib.policy.netsafety import address_problem, host_problem
 
 
 class Clock:
@@ -189,7 +189,7 @@ def test_plan_resolution_gives_each_name_its_address_or_why_not():
     import asyncio
 
     from crawllib.config import load_config, replace
-    from crawllib.fetch.addresses import resolve_hosts
+    from crawllib.engine.addresses import resolve_hosts
 
     cfg = replace(
         load_config(),

@@ -13,8 +13,8 @@ import pytest
 from aiohttp import web
 from test_fetch_support import LocalWeb, RawServer, config, crawl, row
 
-from crawllib.fetch import fetch_async, fetch_rows
-from crawllib.records import FetchRecord, fields
+from crawllib.core.records import FetchRecord, fields
+from crawllib.engine import fetch_async, fetch_rows
 
 
 def html(body: bytes, **headers: str):

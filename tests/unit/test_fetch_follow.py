@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from test_fetch_support import LocalWeb, config, gaps, row, starts
 
-from crawllib.fetch import fetch_rows
-from crawllib.fetch.follow import Known
-from crawllib.urls import url_key
+from crawllib.core.urls import url_key
+from crawllib.engine import fetch_rows
+from crawllib.engine.follow import Known
 
 DELAY = 0.05
 
@@ -200,7 +200,7 @@ def test_a_slot_follows_breadth_first_and_a_shorter_path_in_the_task_lowers_a_qu
 
 
 def test_the_row_queue_pops_shallowest_first_and_requeues_a_lowered_url():
-    from crawllib.fetch.slots import RowQueue
+    from crawllib.engine.slots import RowQueue
 
     queue = RowQueue([row("http://h.net/c", 2), row("http://h.net/a", 0), row("http://h.net/b", 2)])
     assert queue.lower(url_key("http://h.net/b"), 1)

@@ -1,6 +1,6 @@
-"""A fetch task's journal (crawllib.journal), with real processes and a server on 127.0.0.1.
+"""A fetch task's journal (crawllib.store.journal), with real processes and a server on 127.0.0.1.
 
-Each attempt of the task runs ``crawllib.fetch.task.task_records`` in a process of its own, as
+Each attempt of the task runs ``crawllib.engine.task.task_records`` in a process of its own, as
 a PySpark worker does. A first attempt is lost with its parent (a shell killed with SIGKILL,
 as an executor's JVM); the next attempt goes on from the journal: every URL gets one fetch
 record, a URL is requested again only if the lost attempt requested it in its last journal
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from crawllib.journal import JournalSpec
+from crawllib.store.journal import JournalSpec
 from tests.unit.test_fetch_support import SLACK, LocalWeb
 
 HOSTS = ("one.net", "two.net")
@@ -34,9 +34,9 @@ REPO = Path(__file__).resolve().parents[2]
 ATTEMPT = """
 import json, sys
 from crawllib.config import load_config, replace
-from crawllib.fetch.task import task_records
-from crawllib.journal import JournalSpec
-from crawllib.urls import url_key
+from crawllib.engine.task import task_records
+from crawllib.store.journal import JournalSpec
+from crawllib.core.urls import url_key
 
 spec = json.loads(sys.argv[1])
 cfg = replace(

@@ -27,7 +27,7 @@ from test_fetch_support import (
 )
 
 from crawllib.config import replace
-from crawllib.fetch import fetch_rows
+from crawllib.engine import fetch_rows
 
 EXACT = 0.001  # wall clock (fetched_at) against the loop's monotonic clock
 

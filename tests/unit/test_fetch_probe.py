@@ -9,8 +9,8 @@ import re
 from aiohttp import web
 from test_fetch_support import SLACK, LocalWeb, config, gaps, row
 
-from crawllib.fetch import fetch_rows
-from crawllib.vocab import PROBE_HEX, PROBE_PREFIX, is_probe_path, probe_path
+from crawllib.core.vocab import PROBE_HEX, PROBE_PREFIX, is_probe_path, probe_path
+from crawllib.engine import fetch_rows
 
 EXACT = 0.001  # wall clock (fetched_at) against the loop's monotonic clock
 PROBE = re.compile(r"/crawllib-probe-[0-9a-f]{16}\.html")

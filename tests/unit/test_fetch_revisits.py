@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from test_fetch_support import config, row
 
-from crawllib.fetch import fetch_rows
-from crawllib.fetch.client import conditional_headers
-from crawllib.testing import WebSpec, changes, serve_in_thread
-from crawllib.vocab import Outcome
+from crawllib.core.vocab import Outcome
+from crawllib.engine import fetch_rows
+from crawllib.engine.client import conditional_headers
+from crawllib.testweb import WebSpec, changes, serve_in_thread
 
 T = changes.ORIGIN + 10 * changes.DAY + 1800  # the test web's clock during the crawl
 FULL, IGNORE, NONE = (f"http://live0.com/c/{n}.html" for n in (3, 7, 11))  # never changing

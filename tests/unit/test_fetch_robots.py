@@ -9,7 +9,7 @@ import pytest
 from aiohttp import web
 from test_fetch_support import SLACK, LocalWeb, config, crawl, crawl_with_hosts, gaps, starts
 
-from crawllib.fetch.robots_fetch import classify
+from crawllib.engine.robots_fetch import classify
 
 AGENT_ROBOTS = "User-agent: *\nDisallow: /no/\nSitemap: http://a.test/sitemap.xml\n"
 

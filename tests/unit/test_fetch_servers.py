@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from crawllib.config import load_config, replace
-from crawllib.fetch.client import Fetched
-from crawllib.fetch.engine import _Run
-from crawllib.fetch.servers import Server
-from crawllib.fetch.slots import Slot
-from crawllib.vocab import Outcome
+from crawllib.core.vocab import Outcome
+from crawllib.engine.client import Fetched
+from crawllib.engine.engine import _Run
+from crawllib.engine.servers import Server
+from crawllib.engine.slots import Slot
 from tests.unit.test_fetch_slots import FakeClock, done, gaps_of, politeness, turn, with_run
 
 

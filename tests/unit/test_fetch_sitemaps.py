@@ -7,9 +7,9 @@ import gzip
 from aiohttp import web
 from test_fetch_support import LocalWeb, config, gaps, row
 
-from crawllib.fetch import fetch_rows
-from crawllib.fetch.sitemap_fetch import sitemap_urls
-from crawllib.vocab import Record
+from crawllib.core.vocab import Record
+from crawllib.engine import fetch_rows
+from crawllib.engine.sitemap_fetch import sitemap_urls
 
 INDEX = (
     "<sitemapindex xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'>"

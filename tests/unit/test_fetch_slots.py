@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from crawllib.config import Config, load_config, replace
-from crawllib.fetch.client import Fetched
-from crawllib.fetch.engine import _Run
-from crawllib.fetch.slots import Slot
-from crawllib.vocab import Outcome
+from crawllib.core.vocab import Outcome
+from crawllib.engine.client import Fetched
+from crawllib.engine.engine import _Run
+from crawllib.engine.slots import Slot
 
 TINY = 1e-9  # float rounding of sums of virtual seconds
 

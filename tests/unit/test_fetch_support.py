@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from crawllib.config import load_config, replace
-from crawllib.fetch import fetch_rows
-from crawllib.urls import url_key
+from crawllib.core.urls import url_key
+from crawllib.engine import fetch_rows
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from test_fetch_support import SLACK, config, crawl, gaps, starts
 
-from crawllib.testing import WebSpec, serve_in_thread
-from crawllib.testing.payloads import gzip_bomb
-from crawllib.testing.site import PRIVATE_LINKS
-from crawllib.testing.special import HIDDEN, HOSTS
+from crawllib.testweb import WebSpec, serve_in_thread
+from crawllib.testweb.payloads import gzip_bomb
+from crawllib.testweb.site import PRIVATE_LINKS
+from crawllib.testweb.special import HIDDEN, HOSTS
 
 MAX_BODY = 1_000_000
 

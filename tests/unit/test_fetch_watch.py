@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from crawllib.fetch.watch import CHECK_SECONDS, Watcher, ancestors
+from crawllib.engine.watch import CHECK_SECONDS, Watcher, ancestors
 from tests.unit.test_fetch_support import LocalWeb
 
 HOSTS = ("one.net", "two.net")
@@ -26,9 +26,9 @@ DELAY = 0.1
 CHILD = """
 import json, sys
 from crawllib.config import load_config, replace
-from crawllib.fetch import fetch_rows
-from crawllib.fetch.watch import Watcher
-from crawllib.urls import url_key
+from crawllib.engine import fetch_rows
+from crawllib.engine.watch import Watcher
+from crawllib.core.urls import url_key
 
 spec = json.loads(sys.argv[1])
 cfg = replace(

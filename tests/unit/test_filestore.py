@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from crawllib import filestore
 from crawllib.config import load_config
+from crawllib.store import filestore
 from tests.s3server import moto_s3
 
 

@@ -1,4 +1,4 @@
-"""Unit tests of crawllib.hashing: exact hash, SimHash, Hamming distance, LSH bands."""
+"""Unit tests of crawllib.content.hashing: exact hash, SimHash, Hamming distance, LSH bands."""
 
 import hashlib
 import random
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crawllib.hashing import content_hash, hamming64, lsh_bands, simhash64
+from crawllib.content.hashing import content_hash, hamming64, lsh_bands, simhash64
 
 _INT64 = st.integers(-(2**63), 2**63 - 1)
 _VOCABULARY = [f"word{i}" for i in range(5000)]

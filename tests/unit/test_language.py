@@ -1,4 +1,4 @@
-"""crawllib.language: the language of a text, from the text, offline."""
+"""crawllib.content.language: the language of a text, from the text, offline."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import socket
 
 import pytest
 
-from crawllib import language
-from crawllib.language import MIN_CHARS, SAMPLE_CHARS, detect_language
+from crawllib.content import language
+from crawllib.content.language import MIN_CHARS, SAMPLE_CHARS, detect_language
 
 ENGLISH = (
     "The city council met on Tuesday evening to discuss the new budget for the public "

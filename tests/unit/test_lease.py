@@ -18,10 +18,10 @@ import time
 
 import pytest
 
-from crawllib import lease
 from crawllib.config import load_config, replace
-from crawllib.errors import LeaseHeld, LeaseLost, LeaseNotHeld
-from crawllib.testing.stores import Breakable
+from crawllib.core.errors import LeaseHeld, LeaseLost, LeaseNotHeld
+from crawllib.store import lease
+from crawllib.testweb.stores import Breakable
 from tests.s3server import moto_s3
 
 TTL = 60.0
@@ -276,7 +276,7 @@ def test_a_lease_whose_process_died_on_this_machine_is_taken_over_at_once(tmp_pa
         lease.acquire(lease.LocalStore(path), "crawl run", TTL)
     os.kill(proc.pid, 9)  # kill -9, an OOM kill: no release
     proc.join()
-    with caplog.at_level(logging.WARNING, logger="crawllib.lease"):
+    with caplog.at_level(logging.WARNING, logger="crawllib.store.lease"):
         taken = lease.acquire(lease.LocalStore(path), "crawl run", TTL)
     assert taken.holder.pid == os.getpid()
     assert f"its process (pid {proc.pid} on " in caplog.text and "is gone" in caplog.text

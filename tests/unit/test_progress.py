@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import logging
 
-from crawllib import progress
+from crawllib.core import progress
 
 
 class FakeTty(io.StringIO):
@@ -20,7 +20,7 @@ def test_render_shows_done_total_and_figures():
 
 def test_plain_lines_when_not_a_terminal(caplog):
     progress.use_terminal_bar(io.StringIO())
-    with caplog.at_level(logging.INFO, logger="crawllib.progress"):
+    with caplog.at_level(logging.INFO, logger="crawllib.core.progress"):
         progress.report("parse gen 0", 1, 2, pages=10)
     assert "1/2 pages=10" in caplog.text
 
@@ -61,7 +61,7 @@ def test_a_stage_that_started_before_its_first_report_counts_from_then(monkeypat
 def test_default_streams_are_the_current_ones(monkeypatch):
     """The CLI's default streams are looked up per call: a replaced sys.stderr/sys.stdout
     (pytest's capture, a notebook) is used, not the one there when the module was imported."""
-    from crawllib.output import write_table
+    from crawllib.core.output import write_table
 
     err, out = FakeTty(), io.StringIO()
     monkeypatch.setattr("sys.stderr", err)

@@ -1,4 +1,4 @@
-"""The engine's records (crawllib.records) and the tables (crawllib.schemas) stay in step.
+"""The engine's records (crawllib.core.records) and the tables (crawllib.store.schemas) stay in step.
 
 The declarations are checked against the tables' StructTypes (pyspark types only, no
 SparkSession), and a real engine run against a loopback server is checked against the
@@ -29,10 +29,7 @@ from pyspark.sql.types import (
 )
 from test_fetch_support import LocalWeb, RawServer, config, row
 
-from crawllib.fetch import fetch_rows
-from crawllib.fetch.client import Fetched
-from crawllib.fetch.robots_fetch import REDIRECT_DOWN_KINDS
-from crawllib.records import (
+from crawllib.core.records import (
     CheckpointRecord,
     EngineRecord,
     Extracted,
@@ -47,7 +44,11 @@ from crawllib.records import (
     fields,
     value_type,
 )
-from crawllib.schemas import (
+from crawllib.core.vocab import BLOCKED_KINDS, HOST_DOWN_KINDS, ErrorKind, Outcome, Record, words
+from crawllib.engine import fetch_rows
+from crawllib.engine.client import Fetched
+from crawllib.engine.robots_fetch import REDIRECT_DOWN_KINDS
+from crawllib.store.schemas import (
     EXTRACTED,
     FETCHES,
     FETCHLIST,
@@ -58,7 +59,7 @@ from crawllib.schemas import (
     ROBOTS,
     TEXTS,
 )
-from crawllib.transforms.fetch import (
+from crawllib.transforms.fetch_inputs import (
     ENGINE_INPUT,
     ENGINE_ROBOTS,
     PROBE_COLUMNS,
@@ -67,7 +68,6 @@ from crawllib.transforms.fetch import (
     engine_type,
     result_row,
 )
-from crawllib.vocab import BLOCKED_KINDS, HOST_DOWN_KINDS, ErrorKind, Outcome, Record, words
 
 S = StringType()
 # Python type of a record value -> the Spark column types that can hold it (a float time is
@@ -210,7 +210,7 @@ def test_redirect_down_kinds_cover_the_host_down_kinds():
 
 def test_spark_side_modules_never_import_aiohttp():
     code = (
-        "import sys, crawllib.records, crawllib.transforms.fetch, crawllib.stages.fetch\n"
+        "import sys, crawllib.core.records, crawllib.transforms.fetch_inputs, crawllib.stages.fetch\n"
         "assert 'aiohttp' not in sys.modules, 'aiohttp imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,4 +1,4 @@
-"""robots.txt decisions per RFC 9309 (crawllib.robots)."""
+"""robots.txt decisions per RFC 9309 (crawllib.policy.robots)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from protego import Protego
 
-from crawllib.robots import MAX_ROBOTS_BYTES, RobotsRules, allowed
+from crawllib.policy.robots import MAX_ROBOTS_BYTES, RobotsRules, allowed
 
 AGENT = "crawllib"
 SITE = "https://www.example.com"
@@ -183,7 +183,7 @@ def test_encoded_slash_is_not_a_slash(rule_path: str, url_path: str) -> None:
 # --- Where protego 0.7.0 deviates from RFC 9309, and how we answer instead -------------
 # Each case: (robots.txt, agent, path, what RFC 9309 says). test_protego_still_deviates
 # proves the workaround is still needed; when it fails after a protego upgrade, the matching
-# workaround in crawllib/robots.py can be reconsidered.
+# workaround in crawllib/policy/robots.py can be reconsidered.
 
 DEVIATIONS = {
     # §2.2.1: the user-agent line names a whole product token, not a prefix.

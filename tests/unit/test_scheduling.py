@@ -8,8 +8,9 @@ import datetime as dt
 
 import pytest
 
-from crawllib.errors import StageOrderError
-from crawllib.generations import (
+from crawllib.core.errors import StageOrderError
+from crawllib.runs.runner import should_run
+from crawllib.store.generations import (
     RunRow,
     due_gen,
     last_done,
@@ -18,8 +19,7 @@ from crawllib.generations import (
     next_seed_gen,
     prerequisite,
 )
-from crawllib.maintain import skip_reason
-from crawllib.pipeline import should_run
+from crawllib.store.maintain import skip_reason
 
 T = dt.datetime(2026, 1, 1, 12, 0, 0)
 

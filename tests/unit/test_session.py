@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from crawllib import lease, session
 from crawllib.config import load_config, replace
+from crawllib.store import lease, session
 
 REPO = Path(__file__).resolve().parents[2]
 DELTA_JARS = [*session._REQUIRED_JARS, "org.antlr_antlr4-runtime-4.13.1.jar"]

@@ -1,4 +1,4 @@
-"""Unit tests of crawllib.sitemaps: urlsets, indexes, text lists, gzip, limits, hostile input."""
+"""Unit tests of crawllib.content.sitemaps: urlsets, indexes, text lists, gzip, limits, hostile input."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crawllib.sitemaps import (
+from crawllib.content.sitemaps import (
     SitemapError,
     SitemapKind,
     SitemapResult,
@@ -19,7 +19,7 @@ from crawllib.sitemaps import (
     parse_lastmod,
     parse_sitemap,
 )
-from crawllib.vocab import words
+from crawllib.core.vocab import words
 
 NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
 SITEMAP = "http://example.com/sitemap.xml"

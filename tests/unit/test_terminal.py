@@ -9,9 +9,9 @@ import logging
 
 import pytest
 
-from crawllib import progress, terminal
-from crawllib.cli import build_parser
-from crawllib.output import counts_line
+from crawllib.cli import build_parser, terminal
+from crawllib.core import progress
+from crawllib.core.output import counts_line
 from crawllib.stages.plan import PlanResult
 
 
@@ -61,7 +61,7 @@ def test_default_lines_are_the_crawlers_own_with_the_time():
     logging.getLogger("crawllib.stages.plan").info("plan gen 0: %s", PlanResult.nothing())
     logging.getLogger("crawllib.jvm").debug("WARN NativeCodeLoader: Unable to load")
     logging.getLogger("py4j.clientserver").info("Received command c on object id p0")
-    logging.getLogger("crawllib.lease").warning("took over the lease")
+    logging.getLogger("crawllib.store.lease").warning("took over the lease")
     lines = out.getvalue().splitlines()
     assert [line[9:] for line in lines] == [
         "plan gen 0: nothing",
@@ -80,9 +80,9 @@ def test_verbose_shows_the_jvm_and_the_logger():
 def test_quiet_shows_warnings_only_and_no_bars():
     out = FakeTty()
     terminal.configure(-1, stream=out)
-    logging.getLogger("crawllib.pipeline").info("gen 0 plan: started")
+    logging.getLogger("crawllib.runs.runner").info("gen 0 plan: started")
     progress.report("fetch gen 0", 1, 2)
-    logging.getLogger("crawllib.lease").warning("held")
+    logging.getLogger("crawllib.store.lease").warning("held")
     assert not progress.bars_shown()
     assert out.getvalue().endswith("WARNING held\n") and "started" not in out.getvalue()
 
@@ -93,7 +93,7 @@ def test_json_lines_keep_a_progress_reports_figures():
     progress.report("fetch gen 2", 3, 4, pages=12)
     logging.getLogger("crawllib.x").info("done")
     first, second = (json.loads(line) for line in out.getvalue().splitlines())
-    assert first["logger"] == "crawllib.progress" and first["level"] == "INFO"
+    assert first["logger"] == "crawllib.core.progress" and first["level"] == "INFO"
     assert first["progress"] == {"stage": "fetch gen 2", "done": 3, "total": 4, "pages": 12}
     assert second["message"] == "done" and second["time"].endswith("+00:00")
 

@@ -19,7 +19,7 @@ import pytest
 import tldextract
 from protego import Protego
 
-from crawllib.testing import (
+from crawllib.testweb import (
     SPECIAL_HOSTS,
     Site,
     TestWeb,
@@ -29,12 +29,12 @@ from crawllib.testing import (
     is_private_host,
     serve_in_thread,
 )
-from crawllib.testing.audit import read_log
-from crawllib.testing.content import Route
-from crawllib.testing.payloads import big_body_chunks
-from crawllib.testing.special import HOSTS
-from crawllib.testing.truth import robots_rules
-from crawllib.testing.web import _plain
+from crawllib.testweb.audit import read_log
+from crawllib.testweb.content import Route
+from crawllib.testweb.payloads import big_body_chunks
+from crawllib.testweb.special import HOSTS
+from crawllib.testweb.truth import robots_rules
+from crawllib.testweb.web import _plain
 
 SPEC = WebSpec(hosts=6, slow_seconds=0.5)
 
@@ -489,7 +489,7 @@ def test_async_mode_with_aiohttp():
 
 
 def test_command_line_serves_until_interrupted():
-    cmd = [sys.executable, "-m", "crawllib.testing", "--hosts", "2", "--port", "0"]
+    cmd = [sys.executable, "-m", "crawllib.testweb", "--hosts", "2", "--port", "0"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         lines = [proc.stdout.readline() for _ in range(3)]
@@ -600,7 +600,7 @@ def test_every_expected_fetch_is_served_as_html(web):
 
 def test_command_line_writes_its_request_log_when_terminated(tmp_path):
     log = tmp_path / "log.jsonl"
-    cmd = [sys.executable, "-m", "crawllib.testing", "--hosts", "2", "--port", "0"]
+    cmd = [sys.executable, "-m", "crawllib.testweb", "--hosts", "2", "--port", "0"]
     proc = subprocess.Popen([*cmd, "--log", str(log)], stdout=subprocess.PIPE, text=True)
     try:
         port = int(proc.stdout.readline().split("127.0.0.1:")[1].split(":")[0])

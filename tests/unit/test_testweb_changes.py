@@ -1,5 +1,5 @@
 """The test web's changing hosts: page versions as of a settable clock, validators and 304,
-boilerplate-only changes, and the ground truth of crawllib.testing.changes.
+boilerplate-only changes, and the ground truth of crawllib.testweb.changes.
 
 Requests go to 127.0.0.1 only, with the virtual host in the Host header.
 """
@@ -21,11 +21,11 @@ import pytest
 import tldextract
 
 from crawllib.config import Config
-from crawllib.extract import extract_record
-from crawllib.testing import Site, TestWeb, WebSpec, changes, serve_in_thread
-from crawllib.testing.live import http_date, not_modified
-from crawllib.testing.truth import expect
-from crawllib.testing.web import CONTROL_NOW
+from crawllib.content.extract import extract_record
+from crawllib.testweb import Site, TestWeb, WebSpec, changes, serve_in_thread
+from crawllib.testweb.live import http_date, not_modified
+from crawllib.testweb.truth import expect
+from crawllib.testweb.web import CONTROL_NOW
 
 SPEC = WebSpec(hosts=1, special=False, changing_hosts=2, changing_pages=24)
 T = 1_790_000_000.0  # 2026-09-21, a Monday
@@ -140,7 +140,7 @@ def test_control_path_is_never_linked():
 
 
 def test_command_line_serves_changing_hosts_as_of_now_and_obeys_the_control_url():
-    cmd = [sys.executable, "-m", "crawllib.testing", "--hosts", "1", "--no-special", "--port"]
+    cmd = [sys.executable, "-m", "crawllib.testweb", "--hosts", "1", "--no-special", "--port"]
     cmd += ["0", "--changing-hosts", "1", "--changing-pages", "4", "--now", str(T)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:

@@ -1,7 +1,7 @@
 """Ground truth of directives.org: robots meta tags, X-Robots-Tag, canonical links, TDM.
 
 What a correct crawl fetches (``expect``) and what it learns from each page (``directives``),
-checked against the pages of :mod:`crawllib.testing.special` and the bytes the server sends.
+checked against the pages of :mod:`crawllib.testweb.special` and the bytes the server sends.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import http.client
 
 import pytest
 
-from crawllib.testing import (
+from crawllib.testweb import (
     Directives,
     Site,
     WebSpec,
@@ -19,7 +19,7 @@ from crawllib.testing import (
     page_directives,
     serve_in_thread,
 )
-from crawllib.testing.truth import directives
+from crawllib.testweb.truth import directives
 
 SPEC = WebSpec(hosts=3)
 HOME = "http://directives.org/"

@@ -1,11 +1,11 @@
-"""URL patterns and repeated segments (crawllib.traps), the Python side."""
+"""URL patterns and repeated segments (crawllib.stages.traps), the Python side."""
 
 from __future__ import annotations
 
 import pytest
 
 from crawllib.config import load_config
-from crawllib.errors import ConfigError
+from crawllib.core.errors import ConfigError
 from crawllib.policy.traps import allowed_patterns, repeated_segments, url_pattern
 
 

@@ -1,4 +1,4 @@
-"""Unit tests of crawllib.urls: normalisation rules, keys, hosts, domains, SURT keys, extensions."""
+"""Unit tests of crawllib.core.urls: normalisation rules, keys, hosts, domains, SURT keys, extensions."""
 
 import socket
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from crawllib import urls
-from crawllib.urls import (
+from crawllib.core import urls
+from crawllib.core.urls import (
     InvalidURL,
     host_of,
     normalize_url,
@@ -435,7 +435,7 @@ def test_url_extension(url, extension):
 
 def test_seeds_fetch_would_block_are_refused_with_the_reason():
     from crawllib.config import load_config, replace
-    from crawllib.seeding import check_url
+    from crawllib.stages.seeding import check_url
 
     cfg = load_config()
     cases = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crawllib.pipeline import describe_waits
+from crawllib.runs.runner import describe_waits
 from crawllib.stages.plan import Wait
 
 NOW = 1_800_000_000.0  # 2027-01-15 08:00:00 UTC

@@ -12,7 +12,7 @@ import zlib
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawllib import warc
+from crawllib.content import warc
 
 UA = "crawllib/0.1 (+https://example.invalid/bot)"
 WHEN = dt.datetime(2026, 3, 4, 5, 6, 7, 890000, tzinfo=dt.UTC)

@@ -1,0 +1,756 @@
+"""The ``crawl`` command: one sub-command per operation, over the same library the jobs use.
+
+Every sub-command takes ``--config FILE`` (repeatable, later files win) and
+``--set section.key=value`` (repeatable, wins over files). Errors of the user's input
+(bad config, missing crawl root, bad seed file, a refused query, a crawl root another process
+is writing) print one clear line and exit 2.
+
+A command that writes holds the crawl root's writer lease (`crawllib.store.lease`) from before its
+SparkSession starts until it ends, so a second writer is refused at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from crawllib.cli import terminal
+from crawllib.config import Config, load_config
+from crawllib.core.errors import USER_ERRORS, BadRoot, ConfigError
+from crawllib.core.roots import normalize_root
+from crawllib.core.vocab import Stage
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger("crawllib")
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    help: str
+    add_args: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, Config], int]
+    writes: bool  # holds the crawl root's writer lease while it runs
+    check: Callable[[argparse.Namespace], None] | None = None  # before the lease: user errors
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def command(
+    name: str,
+    help_text: str,
+    add_args: Callable[[argparse.ArgumentParser], None],
+    writes: bool = False,
+    check: Callable[[argparse.Namespace], None] | None = None,
+) -> Callable[[Callable[[argparse.Namespace, Config], int]], Callable[..., int]]:
+    def register(fn: Callable[[argparse.Namespace, Config], int]) -> Callable[..., int]:
+        COMMANDS[name] = Command(help_text, add_args, fn, writes, check)
+        return fn
+
+    return register
+
+
+def _crawl_session(
+    cfg: Config,
+    root: str,
+    writes: bool = False,
+    files: Sequence[str | None] = (),
+    verified: bool = True,
+) -> SparkSession:
+    """The SparkSession for ROOT and the ``files`` the command reads or writes (whether S3A is
+    needed), once ROOT is known to be a crawl root (else a clear error). writes: the command
+    will write, so first no table may have lost commits or have commits crawllib did not make
+    (`crawllib.store.integrity`; not ``verified``: `accept-state`, which repairs that), then an older
+    root's tables are brought up to date."""
+    from crawllib.store import integrity, tables
+    from crawllib.store.session import get_spark
+
+    spark = get_spark(cfg, [root, *files])
+    tables.require(spark, root)
+    if writes:
+        if verified:
+            integrity.check_root(spark, root)
+        tables.init_tables(spark, root)
+    return spark
+
+
+def _root(p: argparse.ArgumentParser) -> None:
+    p.add_argument("root", help="crawl root: a local folder or s3a://bucket/prefix")
+
+
+def _seed_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument(
+        "file",
+        help="text file (one URL a line, # comments) or CSV/Parquet with a url column; "
+        "local or a URI (s3a://bucket/seeds.txt)",
+    )
+
+
+def _sql_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("query", help='SQL over the crawl tables, e.g. "SELECT count(*) FROM frontier"')
+    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    p.add_argument("--limit", type=int, default=None, help="print at most this many rows")
+    p.add_argument(
+        "--engine",
+        choices=["auto", "duckdb", "spark"],
+        default="auto",
+        help="duckdb: DuckDB over delta-rs, no JVM (the sql extra); spark: Spark SQL; auto "
+        "(default): duckdb for a local root when installed, else spark",
+    )
+
+
+@command("init", "create the crawl tables under ROOT (idempotent)", _root, writes=True)
+def cmd_init(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib.store import integrity, tables
+    from crawllib.store.session import get_spark
+
+    spark = get_spark(cfg, [args.root])
+    integrity.check_root(spark, args.root)  # an existing root's tables are upgraded
+    created = tables.init_tables(spark, args.root, upgrade=True)
+    root = normalize_root(args.root)
+    if created:
+        print(f"initialised crawl root {root}: created {', '.join(created)}")
+    else:
+        print(f"crawl root {root} already initialised; nothing to do")
+    return 0
+
+
+@command("seed", "add seed URLs to the frontier of the next generation", _seed_args, writes=True)
+def cmd_seed(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib.stages import seeding
+    from crawllib.store import generations
+
+    spark = _crawl_session(cfg, args.root, writes=True, files=[args.file])
+    gen = generations.next_seed_gen(generations.stage_states(spark, args.root))
+    report = seeding.seed(spark, args.root, args.file, cfg, gen)
+    for r in report.rejected:
+        text = r.text if len(r.text) <= 100 else r.text[:100] + f"... ({len(r.text)} chars)"
+        print(f"{r.where}: invalid seed {text!r}: {r.reason}", file=sys.stderr)
+    print(
+        f"seeded generation {report.gen}: {report.read} read, {report.valid} valid, "
+        f"{len(report.rejected)} invalid, {report.added} new "
+        f"({report.valid - report.added} already known or repeated)"
+    )
+    return 0
+
+
+@command("sql", "run a read-only query over the crawl tables (each visible by its name)", _sql_args)
+def cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib.core.output import WRITERS
+    from crawllib.sql import duckdb_engine
+
+    engine = args.engine
+    if engine == "auto":
+        local = args.root.startswith("file:") or "://" not in args.root
+        engine = "duckdb" if local and duckdb_engine.available() else "spark"
+    if engine == "duckdb":
+        columns, rows = duckdb_engine.run_query(args.root, args.query, cfg, args.limit)
+        WRITERS[args.format](columns, rows, sys.stdout)
+        return 0
+    return _spark_sql(args, cfg)
+
+
+def _spark_sql(args: argparse.Namespace, cfg: Config) -> int:
+    from pyspark.sql.types import TimestampType
+
+    from crawllib.core.errors import QueryRefused
+    from crawllib.core.output import WRITERS
+    from crawllib.sql.guard import failure, run_query, time_limit
+
+    spark = _crawl_session(cfg, args.root)
+    seconds = cfg.sql.max_seconds
+    # A task that fails logs its stack trace from the JVM; the command says why in one line.
+    spark.sparkContext.setLogLevel("OFF")
+    with time_limit(spark, seconds) as stopped:
+        try:
+            df = run_query(spark, args.root, args.query)
+            if args.limit is not None:
+                df = df.limit(args.limit)
+            # PySpark gives timestamps in this machine's time zone, naive: they print in UTC,
+            # as DuckDB's
+            fields = df.schema.fields
+            times = [i for i, f in enumerate(fields) if isinstance(f.dataType, TimestampType)]
+            rows = (
+                tuple(
+                    v.astimezone(dt.UTC) if i in times and v is not None else v
+                    for i, v in enumerate(r)
+                )
+                for r in df.toLocalIterator()
+            )
+            WRITERS[args.format](df.columns, rows, sys.stdout)
+        except QueryRefused:
+            raise
+        except Exception as exc:  # the query failed while it ran (a bad cast, say)
+            if not type(exc).__module__.startswith(("pyspark", "py4j")):
+                raise
+            if stopped.is_set():
+                raise QueryRefused(
+                    f"the query ran longer than sql.max_seconds ({seconds:g} s) and was stopped"
+                ) from None
+            raise QueryRefused(f"the query failed: {failure(exc)}") from None
+        finally:
+            spark.sparkContext.setLogLevel(cfg.spark.log_level)
+    return 0
+
+
+def _stage_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument(
+        "--gen", type=_gen_arg, required=True, help="generation number, or 'next' (the one due)"
+    )
+    p.add_argument("--force", action="store_true", help="rerun even if already done (idempotent)")
+
+
+def _gen_arg(text: str) -> int | str:
+    if text == "next":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--gen {text!r}: expected a generation number or 'next'"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--gen {text!r}: generations start at 0")
+    return value
+
+
+def _plan_args(p: argparse.ArgumentParser) -> None:
+    _stage_args(p)
+    p.add_argument(
+        "--if-work",
+        action="store_true",
+        help="record nothing and exit 0 when the generation has not started and planning it "
+        "would choose nothing (the crawl is complete; `crawl run` stops there too)",
+    )
+
+
+def _waits_line(spark: SparkSession, args: argparse.Namespace, cfg: Config) -> str:
+    """What the URLs not due now wait for (crawllib.runs.runner.describe_waits)."""
+    from crawllib.runs import runner
+    from crawllib.stages import plan
+
+    waiting = plan.waits(spark, args.root, cfg, args.gen)
+    return runner.describe_waits(waiting, plan.clock_now(cfg))
+
+
+def _stage_command(command_name: str) -> Callable[..., int]:
+    # `crawl parse` is update, extracting every page again with --force (no refetch)
+    stage = Stage.UPDATE if command_name == Stage.PARSE else command_name
+    reextract_on_force = command_name == Stage.PARSE
+
+    def run(args: argparse.Namespace, cfg: Config) -> int:
+        from crawllib.runs import runner
+        from crawllib.store import generations
+
+        spark = _crawl_session(cfg, args.root, writes=True)
+        ledger = generations.read_ledger(spark, args.root)
+        if args.gen == "next":
+            args.gen = generations.due_gen(ledger.states, stage)
+        if_work = getattr(args, "if_work", False)
+        if if_work and runner.nothing_left(spark, args.root, cfg, args.gen, ledger.states):
+            print(f"generation {args.gen} plan: nothing planned; {_waits_line(spark, args, cfg)}")
+            return 0
+        result = runner.run_stage(
+            spark,
+            args.root,
+            cfg,
+            args.gen,
+            stage,
+            force=args.force,
+            ledger=ledger,
+            if_work=if_work,
+            reextract=reextract_on_force and args.force,
+        )
+        if if_work and (args.gen, stage) not in ledger.states:
+            print(f"generation {args.gen} plan: nothing planned; {_waits_line(spark, args, cfg)}")
+            return 0
+        if result is None:
+            print(f"generation {args.gen} {stage}: already done; nothing to do (--force reruns it)")
+        else:
+            print(f"generation {args.gen} {stage}: done: {result}")
+        return 0
+
+    return run
+
+
+for _stage, _help in (
+    ("plan", "plan generation N: frontier -> fetch list (anti-joins, depth, caps, budgets)"),
+    ("fetch", "fetch generation N's fetch list (polite, robots.txt, in slices)"),
+    (
+        "update",
+        "update from generation N's fetch: texts and duplicates, the next frontier, crawldb "
+        "(states, retries, redirects, shorter paths)",
+    ),
+    (
+        "parse",
+        "update generation N, and with --force extract its pages again from the raw pages "
+        "(no refetch) and rewrite its texts, links and duplicate marks",
+    ),
+):
+    add_args = _plan_args if _stage == "plan" else _stage_args
+    command(_stage, _help, add_args, writes=True)(_stage_command(_stage))
+
+
+def _generation_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("--gen", type=int, default=None, help="generation (default: the next one due)")
+
+
+@command("generation", "run all three stages of one generation", _generation_args, writes=True)
+def cmd_generation(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib.runs import runner
+
+    spark = _crawl_session(cfg, args.root, writes=True)
+    gen = runner.run_generation(spark, args.root, cfg, args.gen)
+    print(f"generation {gen}: done")
+    return 0
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("--seeds", default=None, help="seed file (idempotent: known URLs are skipped)")
+    p.add_argument(
+        "--generations",
+        type=int,
+        default=None,
+        help="stop once this many generations are done (default: when nothing is due now)",
+    )
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="when nothing is due now, sleep until the first URL waiting (a retry, a "
+        "Retry-After, a cool-down, a revisit) is due, and go on: a continuous crawl",
+    )
+
+
+@command("run", "init if needed, seed, then run generations", _run_args, writes=True)
+def cmd_run(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib.runs import runner
+    from crawllib.store.session import get_spark
+
+    spark = get_spark(cfg, [args.root, args.seeds])
+    idle: list[str] = []
+    ran = runner.run_crawl(
+        spark, args.root, cfg, args.seeds, args.generations, wait=args.wait, on_idle=idle.append
+    )
+    if ran:
+        print(f"ran generation{'s' if len(ran) > 1 else ''} {', '.join(map(str, ran))}")
+    elif args.generations is not None and not idle:
+        print(
+            f"nothing to do: the crawl at {args.root} already has its {args.generations} generations"
+        )
+    if idle:
+        print(idle[-1])
+    return 0
+
+
+def _status_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+
+
+@command("status", "print each generation's stages: state, time, counts, items/s", _status_args)
+def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib.core.output import WRITERS
+    from crawllib.runs import status
+    from crawllib.sql import duckdb_engine
+
+    if duckdb_engine.available():  # no JVM: the ledger and crawldb read with delta-rs
+        rows, fresh = status.read_without_spark(args.root, cfg)
+    else:
+        from crawllib.runs import runner
+
+        spark = _crawl_session(cfg, args.root)
+        rows = runner.status_rows(spark, args.root)
+        fresh = runner.freshness(spark, args.root, cfg) if args.format == "table" else (0, 0, 0)
+    WRITERS[args.format](status.COLUMNS, rows, sys.stdout)
+    footer = status.freshness_line(*fresh)
+    if args.format == "table" and footer:
+        print(footer)
+    return 0
+
+
+def _maintain_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument(
+        "--every",
+        type=_every_arg,
+        default=None,
+        metavar="K",
+        help="only when the latest finished generation is a multiple of K, else say so and "
+        "exit 0 (for schedulers)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="list the partitions it would compact and the files it would delete; write "
+        "nothing (and take no lease)",
+    )
+
+
+def _every_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--every {text!r}: expected a number of generations >= 1")
+    return value
+
+
+@command(
+    "maintain",
+    "table upkeep between generations: compact partitions of many small files, delete files "
+    "no recent version uses (VACUUM), checkpoint",
+    _maintain_args,
+    writes=True,
+)
+def cmd_maintain(args: argparse.Namespace, cfg: Config) -> int:
+    import json
+
+    from crawllib.core.output import WRITERS
+    from crawllib.store import generations, maintain
+
+    spark = _crawl_session(cfg, args.root, writes=not args.dry_run)
+    ledger = generations.read_ledger(spark, args.root)
+    skipped = maintain.skip_reason(ledger.states, args.every) if args.every else None
+    if skipped:
+        if args.format == "json":
+            print(json.dumps({"skipped": skipped, "every": args.every}))
+        else:
+            print(f"maintain skipped: {skipped}")
+        return 0
+    if args.dry_run:
+        planned = maintain.plan(spark, args.root, cfg)
+        rows = [dataclasses.astuple(p) for p in planned]
+        WRITERS[args.format](maintain.PLAN_COLUMNS, rows, sys.stdout)
+        if args.format == "table":
+            print(maintain.plan_summary(planned))
+        return 0
+    done = maintain.maintain(spark, args.root, cfg, ledger)
+    WRITERS[args.format](maintain.COLUMNS, [dataclasses.astuple(u) for u in done], sys.stdout)
+    if args.format == "table":
+        print(maintain.summary(done))
+    return 0
+
+
+def _register_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("--database", required=True, help="the catalog database to register into")
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="point entries registered at another location (another crawl) to this root",
+    )
+    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+
+
+@command(
+    "register",
+    "register the crawl's tables (external Delta tables) and views in the session's catalog "
+    "(a Hive metastore, Glue on EMR) as DATABASE.<table> (idempotent)",
+    _register_args,
+)
+def cmd_register(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib.core.output import WRITERS
+    from crawllib.sql import register
+
+    register.check_database(args.database)  # before a JVM starts
+    spark = _crawl_session(cfg, args.root)
+    done = register.register(spark, args.root, args.database, replace=args.replace)
+    WRITERS[args.format](register.COLUMNS, [dataclasses.astuple(e) for e in done], sys.stdout)
+    if args.format == "table":
+        print(f"registered in {args.database}: {register.summary(done)}")
+    return 0
+
+
+def _config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["show"], help="show: print the effective configuration")
+
+
+@command(
+    "config",
+    "show the effective configuration (defaults < --config files < --set); secret "
+    "spark.conf values (keys, tokens, passwords) are masked",
+    _config_args,
+)
+def cmd_config(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib.config import config_toml
+
+    sys.stdout.write(config_toml(cfg, masked=True))
+    return 0
+
+
+def _export_warc_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("--gen", type=int, required=True, help="generation whose pages are exported")
+    p.add_argument(
+        "out_dir",
+        nargs="?",
+        default=None,
+        help="folder for crawl-gen{N}-{partition:05d}-{seq:03d}.warc.gz files: local, or an S3 "
+        "URI (s3a://bucket/warc); default ROOT/warc/gen=N",
+    )
+    p.add_argument(
+        "--max-file-bytes", type=int, default=None, help="start a new file past this size (1 GB)"
+    )
+
+
+@command(
+    "export-warc",
+    "write generation N's pages as WARC 1.1 files (request, response, metadata records) from "
+    "the executors, and their rows of the warc_index table",
+    _export_warc_args,
+    writes=True,
+)
+def cmd_export_warc(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib.stages import export
+
+    # an older root gains warc_index
+    spark = _crawl_session(cfg, args.root, writes=True, files=[args.out_dir])
+    result = export.export_warc(spark, args.root, cfg, args.gen, args.out_dir, args.max_file_bytes)
+    if not result.files:
+        print(f"generation {args.gen} has no pages; no WARC file written")
+        return 0
+    for f in result.files:
+        kinds = " ".join(f"{k}={n}" for k, n in f.records.items())
+        print(f"wrote {f.path}: {f.total_records} records ({kinds}), {f.size} bytes")
+    records = sum(f.total_records for f in result.files)
+    skipped = f" ({result.pages - result.written} without url, status or time skipped)"
+    print(
+        f"exported generation {args.gen}: {result.written} pages, {records} records "
+        f"in {len(result.files)} file{'s' if len(result.files) > 1 else ''}"
+        + (skipped if result.written < result.pages else "")
+    )
+    print(f"indexed {result.written} captures in table warc_index (gen = {args.gen})")
+    return 0
+
+
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--root",
+        default=".crawl/demo",
+        help="crawl root, emptied each run: a new or empty folder, or one a demo made",
+    )
+    p.add_argument("--generations", type=int, default=3)
+    p.add_argument("--hosts", type=int, default=12, help="regular hosts in the test web")
+
+
+def _check_demo_root(args: argparse.Namespace) -> None:
+    from crawllib.cli.demo import check_demo_root
+
+    check_demo_root(args.root)
+
+
+@command(
+    "demo",
+    "crawl the built-in test web on 127.0.0.1 and show the results",
+    _demo_args,
+    writes=True,
+    check=_check_demo_root,
+)
+def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib.cli.demo import run_demo
+    from crawllib.core import progress
+
+    if progress.bars_shown() and not args.verbose:
+        logging.getLogger("crawllib").setLevel(logging.WARNING)  # the bars tell the story
+    return run_demo(cfg, args.root, args.generations, args.hosts)
+
+
+@command(
+    "accept-state",
+    "accept the tables' current versions as the crawl's state (after a lost log file or a "
+    "restore stopped a stage); then rerun with --force what is gone",
+    _root,
+    writes=True,
+)
+def cmd_accept_state(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib.runs import runner
+
+    spark = _crawl_session(cfg, args.root, writes=True, verified=False)
+    versions = runner.accept_state(spark, args.root)
+    print("accepted table versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="crawl",
+        description=__doc__.splitlines()[0],
+        epilog="Exit status: 0 done, 2 a user error (one line on stderr), 1 anything else.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    _output_args(parser, argparse.SUPPRESS)  # before the sub-command: -q, -v, --log-format
+    parser.set_defaults(quiet=False, verbose=False, log_format="text")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, cmd in COMMANDS.items():
+        p = sub.add_parser(name, help=cmd.help, description=cmd.help)
+        cmd.add_args(p)
+        _output_args(p, argparse.SUPPRESS)  # ... and after it
+        if cmd.writes:
+            p.add_argument(
+                "--wait-for-lease",
+                type=float,
+                default=0.0,
+                metavar="SECONDS",
+                help="when another command holds the crawl root's writer lease, try again "
+                "until it is free or this time has passed (default 0: exit 2 at once)",
+            )
+        p.add_argument(
+            "--config",
+            action="append",
+            default=[],
+            metavar="FILE",
+            help="TOML file over the defaults (repeatable)",
+        )
+        p.add_argument(
+            "--set",
+            action="append",
+            default=[],
+            dest="overrides",
+            metavar="KEY=VALUE",
+            help="override one setting, e.g. --set crawl.max_depth=2 (repeatable)",
+        )
+        p.add_argument(
+            "--now",
+            default=None,
+            metavar="TIME",
+            help="the crawl's clock for revisits, ISO 8601 (same as --set crawl.now=TIME)",
+        )
+    return parser
+
+
+def _output_args(p: argparse.ArgumentParser, default: str) -> None:
+    """-q, -v and --log-format; ``default`` SUPPRESS, so that the sub-command's parser keeps
+    what was given before the sub-command unless given again after it."""
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument(
+        "-q", "--quiet", action="store_true", default=default, help="warnings and errors only"
+    )
+    loud.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=default,
+        help="log details, and Spark's and Ivy's output",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=terminal.LOG_FORMATS,
+        default=default,
+        help="text (default; progress bars on a terminal) or json (one object a line)",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # argparse fills an optional positional (export-warc's OUT_DIR) with its default together
+    # with the positional before it, so one given after options comes back unrecognised.
+    if len(extra) == 1 and not extra[0].startswith("-") and getattr(args, "out_dir", "") is None:
+        args.out_dir = extra[0]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.quiet and args.verbose:
+        parser.error("-q and -v exclude each other")
+    terminal.configure(-1 if args.quiet else 1 if args.verbose else 0, args.log_format)
+    try:
+        now = [f"crawl.now={args.now}"] if args.now is not None else []
+        cfg = load_config(args.config, [*args.overrides, *now])
+    except ConfigError as exc:
+        print(f"crawl: configuration error: {exc}", file=sys.stderr)
+        return 2
+    cmd = COMMANDS[args.command]
+    try:
+        if getattr(args, "root", None):
+            check_root(args.root, cmd.writes and not getattr(args, "dry_run", False))
+        if cmd.check is not None:
+            cmd.check(args)
+        if not cmd.writes or getattr(args, "dry_run", False):
+            return cmd.run(args, cfg)
+        return _run_holding_lease(cmd, args, cfg)
+    except (FileNotFoundError, ValueError, *USER_ERRORS) as exc:
+        if type(exc).__module__.startswith(("pyspark", "py4j")):
+            raise
+        print(f"crawl {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+LEASE_RETRY_SECONDS = 15.0
+
+
+def _run_holding_lease(cmd: Command, args: argparse.Namespace, cfg: Config) -> int:
+    """Run cmd holding the root's writer lease; while another command holds it, try again every
+    LEASE_RETRY_SECONDS for up to ``--wait-for-lease`` seconds (a scheduler's retry without a
+    new task: an EMR step), then LeaseHeld."""
+    import contextlib
+    import time
+
+    from crawllib.core.errors import LeaseHeld
+    from crawllib.store import lease
+
+    deadline = time.monotonic() + args.wait_for_lease
+    while True:
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(lease.hold(args.root, _command_line(args), cfg))
+            except LeaseHeld as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                log.warning("%s; trying again for up to %.0f s", exc, left)
+                time.sleep(min(LEASE_RETRY_SECONDS, left))
+                continue
+            return cmd.run(args, cfg)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("crawllib")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def check_root(root: str, writes: bool) -> None:
+    """BadRoot unless a local ``root`` can be a crawl root: not a file, and for a command
+    that writes, a folder (or the nearest existing parent of one to be made) this user may
+    write. Roots on object stores (scheme://) are left to the store."""
+    if "://" in root:
+        return
+    path = os.path.abspath(root)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise BadRoot(f"{root} is a file, not a folder: a crawl root is a folder")
+    if not writes:
+        return
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise BadRoot(f"{root}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise BadRoot(f"{root}: this user may not write in {existing}")
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """What the lease names as its holder: the command and its generation, if one."""
+    gen = getattr(args, "gen", None)
+    return f"crawl {args.command}" + (f" --gen {gen}" if gen is not None else "")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

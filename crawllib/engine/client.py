@@ -1,0 +1,366 @@
+"""One HTTP GET of one URL with every limit applied; the answer is a :class:`Fetched`.
+
+Never follows redirects (the target is recorded), never raises for a per-URL failure, never
+reads more than the caps: at most ``max_raw`` bytes from the wire and ``max_decoded`` bytes
+out of the decompressor (gzip, deflate; the session sends ``Accept-Encoding: gzip, deflate``
+and decompresses nothing itself). A body is read only for 2xx answers whose media type is
+kept (``keep_types``; None keeps all) or that have no Content-Type at all.
+
+Memory: with a `crawllib.engine.budget.Share`, the body grows into it as it is read (a piece
+of the wire, a step of the decompressor), pausing while the task's budget is spent.
+
+Decompressed overflow: when ``overflow_is_error`` (pages) the fetch is an "error" with
+error_kind "decompressed_too_large" and no body (a page that inflates past the cap is a
+decompression bomb far more often than a real document); otherwise (robots.txt) the body is
+cut at the cap and marked truncated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import email.utils
+import time
+import zlib
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+
+import aiohttp
+from yarl import URL
+
+from crawllib.core.urls import InvalidURL, normalize_url
+from crawllib.core.vocab import ErrorKind, Outcome
+from crawllib.engine.budget import Share
+from crawllib.engine.dns import ResolveError
+
+MAX_HEADERS = 64
+MAX_HEADER_VALUE = 1024
+_DRAIN_BYTES = 65536  # small unread bodies are drained so the connection can be reused
+
+
+@dataclass
+class Fetched:
+    """What one request gave; the fetch row's columns without the row's identity."""
+
+    outcome: str
+    error_kind: str | None = None
+    error_detail: str | None = None
+    http_status: int | None = None
+    redirect_to: str | None = None
+    content_type: str | None = None
+    charset: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+    body_bytes: int = 0
+    is_truncated: bool = False
+    fetch_ms: int = 0
+    ip: str | None = None
+    retry_after: float | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_raw: int
+    max_decoded: int
+    keep_types: Collection[str] | None
+    overflow_is_error: bool = True
+
+
+class _Overflow(Exception):
+    pass
+
+
+def trace_config() -> aiohttp.TraceConfig:
+    """The session's tracing: calls the request's ``on_sent`` once its headers are written,
+    so that the slot measures its delay from when the request really left (after DNS,
+    connect and TLS), not from when it was queued."""
+
+    async def headers_sent(session: object, ctx: object, params: object) -> None:
+        on_sent = getattr(ctx, "trace_request_ctx", None)
+        if callable(on_sent):
+            on_sent()
+
+    config = aiohttp.TraceConfig()
+    config.on_request_headers_sent.append(headers_sent)
+    return config
+
+
+async def fetch_url(
+    session: aiohttp.ClientSession,
+    url: str,
+    limits: Limits,
+    on_sent: Callable[[], None] | None = None,
+    validators: Mapping[str, str] | None = None,
+    share: Share | None = None,
+) -> Fetched:
+    """GET `url` once. Safety checks of the literal host are the caller's (engine) job; the
+    session's resolver checks resolved addresses and raises ResolveError, turned here into a
+    "blocked" or "error"/"dns" result. ``on_sent`` needs the session's :func:`trace_config`.
+    ``validators`` (:func:`conditional_headers`) make it a conditional GET: a 304 answer is
+    ``not_modified``. ``share``: the body's part of the task's byte budget (module text); it
+    holds the body's size once read, nothing when there is no body."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    result = Fetched(outcome=Outcome.ERROR)
+    try:
+        request = session.get(
+            URL(url, encoded=True),
+            allow_redirects=False,
+            trace_request_ctx=on_sent,
+            headers=validators or None,
+        )
+        async with request as resp:
+            await _take_response(resp, url, limits, result, bool(validators), share)
+    except aiohttp.ClientConnectorDNSError as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, ResolveError) else None
+        if cause is not None and cause.blocked:
+            result.outcome, result.error_kind = Outcome.BLOCKED, cause.kind
+        else:
+            result.outcome, result.error_kind = Outcome.ERROR, ErrorKind.DNS
+        result.error_detail = str(cause or exc)
+    except Exception as exc:  # per-URL failures are data
+        result.outcome = Outcome.ERROR
+        result.error_kind = error_kind_of(exc)
+        result.error_detail = f"{type(exc).__name__}: {exc}"[:300]
+        result.body = None
+    if share is not None:
+        share.done_reading(len(result.body) if result.body is not None else 0)
+    result.fetch_ms = int((loop.time() - started) * 1000)
+    return result
+
+
+def error_kind_of(exc: BaseException) -> str:
+    """The error_kind vocabulary of failed requests."""
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return ErrorKind.CONNECT_TIMEOUT
+    if isinstance(exc, asyncio.TimeoutError):
+        return ErrorKind.TIMEOUT
+    if isinstance(exc, _Overflow):
+        return ErrorKind.DECOMPRESSED_TOO_LARGE
+    if isinstance(exc, zlib.error):
+        return ErrorKind.DECODE_ERROR
+    if isinstance(exc, aiohttp.ClientConnectorSSLError | aiohttp.ClientSSLError):
+        return ErrorKind.SSL
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return ErrorKind.CONNECT
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+        return ErrorKind.DISCONNECTED
+    if isinstance(exc, ConnectionError | aiohttp.ClientOSError):
+        return ErrorKind.DISCONNECTED
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return ErrorKind.BAD_RESPONSE  # unparseable status line or headers
+    if isinstance(exc, aiohttp.InvalidURL | ValueError):
+        return ErrorKind.INVALID_URL
+    if isinstance(exc, aiohttp.ClientError):
+        return ErrorKind.CLIENT_ERROR
+    return ErrorKind.INTERNAL
+
+
+def conditional_headers(etag: str | None, last_modified: str | None) -> dict[str, str]:
+    """The request headers of a conditional GET from a stored version's validators (RFC 9110
+    13.1): If-None-Match with the entity tag, If-Modified-Since with the Last-Modified date
+    as the server sent it; none for a value that is empty or holds a control character."""
+    headers = {}
+    for name, value in (("If-None-Match", etag), ("If-Modified-Since", last_modified)):
+        if value and value.strip() and not any(ord(c) < 32 or ord(c) == 127 for c in value):
+            headers[name] = value.strip()
+    return headers
+
+
+async def _take_response(
+    resp: aiohttp.ClientResponse,
+    url: str,
+    limits: Limits,
+    result: Fetched,
+    conditional: bool = False,
+    share: Share | None = None,
+) -> None:
+    result.http_status = resp.status
+    result.headers = _headers(resp)
+    result.etag = result.headers.get("etag")
+    result.last_modified = result.headers.get("last-modified")
+    result.content_type, result.charset = parse_content_type(resp.headers.get("Content-Type"))
+    result.ip = _peer_ip(resp)
+    if resp.status in (429, 503) and "Retry-After" in resp.headers:
+        result.retry_after = parse_retry_after(resp.headers["Retry-After"], time.time())
+    if resp.status == 304 and conditional:
+        result.outcome = Outcome.NOT_MODIFIED
+        await _discard(resp)
+        return
+    if 300 <= resp.status < 400:
+        location = resp.headers.get("Location")
+        if location:
+            result.outcome = Outcome.REDIRECT
+            try:
+                result.redirect_to = normalize_url(location, base=url)
+            except InvalidURL as exc:
+                result.error_kind, result.error_detail = ErrorKind.BAD_LOCATION, str(exc)
+        else:
+            result.outcome, result.error_kind = Outcome.HTTP_ERROR, ErrorKind.NO_LOCATION
+        await _discard(resp)
+        return
+    if not 200 <= resp.status < 300:
+        result.outcome = Outcome.HTTP_ERROR
+        await _discard(resp)
+        return
+    result.outcome = Outcome.OK
+    if limits.keep_types is not None and result.content_type is not None:
+        if result.content_type not in limits.keep_types:
+            await _discard(resp)
+            return
+    encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("identity", "", "gzip", "x-gzip", "deflate"):
+        result.outcome, result.error_kind = Outcome.ERROR, ErrorKind.UNSUPPORTED_ENCODING
+        result.error_detail = encoding[:100]
+        resp.close()
+        return
+    await _read_body(resp, encoding, limits, result, share)
+
+
+async def _read_body(
+    resp: aiohttp.ClientResponse,
+    encoding: str,
+    limits: Limits,
+    result: Fetched,
+    share: Share | None = None,
+) -> None:
+    inflater = _Inflater(encoding) if encoding in ("gzip", "x-gzip", "deflate") else None
+    out = bytearray()
+    raw = 0
+    complete = False
+    cap = limits.max_decoded
+    while True:
+        chunk = await resp.content.readany()
+        if not chunk:
+            complete = True
+            break
+        if raw + len(chunk) > limits.max_raw:
+            chunk = chunk[: limits.max_raw - raw]
+            result.is_truncated = True
+        raw += len(chunk)
+        result.body_bytes = raw
+        if inflater is None:
+            if share is not None:
+                await share.grow_to(min(len(out) + len(chunk), cap + 1))
+            out += chunk
+            overflow = len(out) > cap
+            if overflow:
+                del out[cap:]
+        else:
+            overflow, pending = False, chunk
+            while pending and not overflow:
+                if share is not None:
+                    await share.grow_to(min(len(out) + _INFLATE_STEP, cap + 1))
+                overflow, pending = inflater.step(pending, out, cap)
+        if overflow:
+            result.is_truncated = True
+            if limits.overflow_is_error:
+                resp.close()
+                raise _Overflow(f"more than {limits.max_decoded} decoded bytes")
+            break
+        if result.is_truncated:
+            break
+    if not complete:
+        resp.close()  # never read the rest of an over-long body
+    result.body = bytes(out)
+
+
+_INFLATE_STEP = 1 << 20
+
+
+class _Inflater:
+    """Incremental gzip/deflate decoder whose output never grows past the caller's cap."""
+
+    def __init__(self, encoding: str) -> None:
+        self.deflate = encoding == "deflate"
+        self.started = False
+        self.d = zlib.decompressobj(zlib.MAX_WBITS if self.deflate else 16 + zlib.MAX_WBITS)
+
+    def step(self, data: bytes, out: bytearray, cap: int) -> tuple[bool, bytes]:
+        """Append at most one step (_INFLATE_STEP bytes) of the decoding of `data` to `out`:
+        (whether it would pass `cap`: out is cut, the input of `data` not decoded yet)."""
+        if self.deflate and not self.started:
+            self.started = True
+            try:
+                probe = zlib.decompressobj(zlib.MAX_WBITS)
+                probe.decompress(data[:2048], 1)
+            except zlib.error:  # "deflate" sent raw, without the zlib header (old IIS)
+                self.d = zlib.decompressobj(-zlib.MAX_WBITS)
+        if not data or self.d.eof:
+            return False, b""
+        # In steps: one call asked for the whole cap would hold a copy of it (bomb x3).
+        piece = self.d.decompress(data, min(cap - len(out) + 1, _INFLATE_STEP))
+        out += piece
+        if len(out) > cap:
+            del out[cap:]
+            return True, b""
+        return False, self.d.unconsumed_tail
+
+
+async def _discard(resp: aiohttp.ClientResponse) -> None:
+    """Drop a body we do not want: drain it if small (keeps the connection), else close."""
+    length = resp.content_length
+    if length is not None and length <= _DRAIN_BYTES:
+        try:
+            await resp.content.readexactly(length)
+            return
+        except (asyncio.IncompleteReadError, aiohttp.ClientError, OSError):
+            pass
+    resp.close()
+
+
+def _headers(resp: aiohttp.ClientResponse) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in resp.headers.items():
+        key = name.lower()
+        if key in out:
+            value = out[key] + ", " + value
+        elif len(out) >= MAX_HEADERS:
+            continue
+        out[key] = value[:MAX_HEADER_VALUE]
+    return out
+
+
+def _peer_ip(resp: aiohttp.ClientResponse) -> str | None:
+    conn = resp.connection
+    transport = conn.transport if conn is not None else None
+    if transport is None:  # a small body read at once releases the connection early
+        transport = getattr(getattr(resp.content, "_protocol", None), "transport", None)
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    return str(peer[0]) if peer else None
+
+
+def parse_content_type(value: str | None) -> tuple[str | None, str | None]:
+    """("text/html", "utf-8") from 'text/html; charset="UTF-8"'. The charset is kept only if
+    Python knows it (an unknown label gives None: the parser sniffs the body instead)."""
+    if not value:
+        return None, None
+    media_type, *params = value.split(";")
+    media = media_type.strip().lower() or None
+    charset = None
+    for param in params:
+        key, _, val = param.partition("=")
+        if key.strip().lower() == "charset":
+            label = val.strip().strip("\"'").lower()
+            try:
+                codecs.lookup(label)
+                charset = label
+            except LookupError:
+                charset = None
+    return media, charset
+
+
+def parse_retry_after(value: str, now: float) -> float | None:
+    """Seconds to wait from a Retry-After value: delay-seconds or an HTTP date; None if bad."""
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - now)

@@ -1,0 +1,314 @@
+"""The DuckDB engine of `crawl sql`: the crawl's tables queried without a JVM.
+
+delta-rs (the ``deltalake`` package) reads each Delta table a query names, at its current
+version and with its deletion vectors applied, as a stream of Arrow batches; DuckDB runs the
+query over those streams. Only the tables the query names are opened, and of each only the
+columns the query can use are read (crawllib.sql.duckdb_tree), so a query costs what it reads.
+
+Read-only by construction: DuckDB sees a table only as a stream it reads, its database lives in
+memory, and file access (``read_csv('/etc/passwd')``, ``COPY ... TO``, ``ATTACH``, ``INSTALL``)
+is switched off and the configuration locked before the query is parsed. Anything but one query
+(SELECT, WITH, VALUES, SHOW, DESCRIBE, SUMMARIZE, EXPLAIN) is refused first, as by the Spark
+engine, with one line. A query is bounded: ``sql.max_memory`` (DuckDB's memory limit, nothing
+spilled to disk) and ``sql.max_seconds`` (it is interrupted), each a one-line error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import re
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from crawllib.config import Config
+from crawllib.core.errors import EngineUnavailable, QueryRefused
+from crawllib.sql.duckdb_tree import columns_used, relations_read, syntax_tree
+from crawllib.sql.views import LATER_TABLES, ONLY_QUERIES, TABLE_NAMES, VIEWS, view_sql
+
+if TYPE_CHECKING:
+    import duckdb
+
+PACKAGES = ("duckdb", "deltalake")
+MISSING = (
+    "the duckdb engine needs the packages duckdb and deltalake (crawllib's sql extra: pip "
+    "install 'dist/crawllib-<version>-py3-none-any.whl[sql]'), or use --engine spark"
+)
+# Spark functions the views call, for DuckDB (the views are shared: crawllib.sql.views.VIEWS).
+MACROS = (
+    "CREATE MACRO unix_micros(ts) AS epoch_us(ts)",
+    "CREATE MACRO current_timestamp() AS get_current_timestamp()",
+)
+_EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(ANALYZE\s+)?(\([^)]*\)\s*)?", re.IGNORECASE)
+BATCH_ROWS = 1024
+
+
+def available() -> bool:
+    """Whether the engine's packages (the ``sql`` extra) are installed."""
+    return all(importlib.util.find_spec(name) is not None for name in PACKAGES)
+
+
+def run_query(
+    root: str, query: str, cfg: Config, limit: int | None = None
+) -> tuple[list[str], Iterator[tuple[Any, ...]]]:
+    """The column names and rows (read lazily; at most ``limit``) of a read-only ``query`` over
+    the crawl at ``root``. QueryRefused for anything but one query, a name that is not one of
+    the crawl's tables or views, or a query DuckDB cannot run; FileNotFoundError when ``root``
+    is no crawl root; EngineUnavailable without the packages."""
+    if not available():
+        raise EngineUnavailable(MISSING)
+    import duckdb
+
+    location, options = table_location(root, cfg)
+    con = connect(cfg.sql.max_memory)
+    watch = _Watch(con, cfg.sql.max_seconds)
+    try:
+        tree = syntax_tree(con, check_query(con, query))
+        named, shows = relations_read(con, tree)
+        names = _present(root, location, options, named, shows)
+        columns = columns_used(con, tree, names)
+        for name in names:
+            if name in TABLE_NAMES:
+                con.register(name, DeltaScan(f"{location}/{name}", options, columns))
+        for name in names:
+            if name in VIEWS:
+                con.execute(f"CREATE TEMP VIEW {name} AS {view_sql(name, root)}")
+        relation = con.sql(query)
+    except duckdb.Error as exc:
+        watch.stop()
+        raise watch.refusal(exc) from None
+    except BaseException:
+        watch.stop()
+        raise
+    if relation is None:  # a statement with no result; check_query lets none through
+        watch.stop()
+        return [], iter(())
+    if limit is not None:
+        relation = relation.limit(limit)
+    return list(relation.columns), _rows(relation, watch)
+
+
+class _Watch:
+    """Interrupts a connection's queries once ``seconds`` have passed (again and again, so a
+    query started later stops too) until stopped."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, seconds: float) -> None:
+        self.con, self.seconds = con, seconds
+        self.fired = threading.Event()
+        self.stopped = threading.Event()
+        threading.Thread(target=self._run, name="crawl-sql-time-limit", daemon=True).start()
+
+    def _run(self) -> None:
+        if self.stopped.wait(self.seconds):
+            return
+        self.fired.set()
+        while not self.stopped.is_set():
+            self.con.interrupt()
+            self.stopped.wait(0.1)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def refusal(self, exc: BaseException, prefix: str = "") -> QueryRefused:
+        if self.fired.is_set():
+            return QueryRefused(
+                f"the query ran longer than sql.max_seconds ({self.seconds:g} s) and was stopped"
+            )
+        return QueryRefused(prefix + first_line(exc))
+
+
+def check_query(con: duckdb.DuckDBPyConnection, query: str) -> str:
+    """The SELECT ``query`` runs: itself, or the one it EXPLAINs. QueryRefused unless
+    ``query`` is one statement that only reads: a SELECT (WITH, VALUES, SHOW, DESCRIBE and
+    SUMMARIZE are SELECTs to DuckDB) or an EXPLAIN of one."""
+    import duckdb
+
+    try:
+        statements = con.extract_statements(query)
+    except duckdb.Error as exc:
+        raise QueryRefused(f"cannot parse the query: {first_line(exc)}") from None
+    if len(statements) != 1:
+        raise QueryRefused(f"cannot run {len(statements)} statements: one query at a time")
+    kind = statements[0].type
+    if kind == duckdb.StatementType.SELECT:
+        return query
+    if kind == duckdb.StatementType.EXPLAIN:
+        explained = _EXPLAIN.sub("", query, count=1)
+        try:
+            inner = con.extract_statements(explained) if explained != query else []
+        except duckdb.Error:
+            inner = []
+        if len(inner) == 1 and inner[0].type == duckdb.StatementType.SELECT:
+            return explained
+    raise QueryRefused(f"{ONLY_QUERIES}; refused: {kind.name}")
+
+
+class DeltaScan:
+    """One Delta table as DuckDB reads it (the Arrow PyCapsule protocol): every scan a fresh
+    delta-rs stream of the table's current version, deletion vectors applied, of the columns
+    ``wanted`` (None: all). The table is opened once, when DuckDB first asks for its schema."""
+
+    def __init__(self, uri: str, options: dict[str, str], wanted: frozenset[str] | None) -> None:
+        self.uri, self.options, self.wanted = uri, options, wanted
+        self._table: Any = None
+        self._columns: list[str] = []
+        self._schema: Any = None
+
+    def _open(self) -> None:
+        from deltalake import DeltaTable
+
+        self._table = DeltaTable(self.uri, storage_options=self.options or None)
+        names = [field.name for field in self._table.schema().fields]
+        # DuckDB reads no table without a column: count(*) alone reads the first
+        self._columns = [
+            n for n in names if self.wanted is None or n.lower() in self.wanted
+        ] or names[:1]
+        self._schema = self._table.scan(columns=self._columns).schema
+
+    def __arrow_c_schema__(self) -> object:
+        if self._table is None:
+            self._open()
+        return self._schema.__arrow_c_schema__()
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        if self._table is None:
+            self._open()
+        return self._table.scan(columns=self._columns).__arrow_c_stream__(requested_schema)
+
+
+def connect(max_memory: str | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB that reads no file and no Python variable, in UTC and sorting nulls
+    as the Spark session does, with the views' macros, within ``max_memory`` (DuckDB's units:
+    4GB) if given, spilling nothing to disk; its configuration locked."""
+    import duckdb
+
+    con = duckdb.connect(
+        ":memory:",
+        config={
+            "python_enable_replacements": False,
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+        },
+    )
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET default_null_order = 'nulls_first_on_asc_last_on_desc'")  # as Spark
+    for macro in MACROS:
+        con.execute(macro)
+    if max_memory is not None:
+        con.execute("SET memory_limit = ?", [max_memory])
+    con.execute("SET temp_directory = ''")  # past the memory limit a query fails, no spill
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+    return con
+
+
+def _rows(relation: duckdb.DuckDBPyRelation, watch: _Watch) -> Iterator[tuple[Any, ...]]:
+    import duckdb
+
+    try:
+        for row in relation.iter_rows(BATCH_ROWS):
+            if watch.fired.is_set():
+                raise watch.refusal(RuntimeError())
+            yield row
+    except duckdb.Error as exc:
+        raise watch.refusal(exc, "the query failed: ") from None
+    finally:
+        watch.stop()
+        # closed now, not at interpreter exit, where tearing down the registered delta-rs
+        # scans after the connection can abort the process
+        with contextlib.suppress(duckdb.Error):
+            watch.con.close()
+
+
+def table_location(root: str, cfg: Config) -> tuple[str, dict[str, str]]:
+    """Where the root's tables are for delta-rs, and its storage options: a local folder, or
+    ``s3://`` (for ``s3a://`` too) with the credentials and endpoint the Spark engine would use
+    (``spark.hadoop.fs.s3a.*`` in ``spark.conf``, else boto3's: environment, profile, instance
+    role)."""
+    if root.startswith("file:"):
+        root = re.sub(r"^file:(//)?", "", root)
+    scheme, sep, rest = root.partition("://")
+    if not sep:
+        return os.path.abspath(os.path.expanduser(root)).rstrip("/"), {}
+    if scheme not in ("s3", "s3a"):
+        raise EngineUnavailable(
+            f"the duckdb engine reads local and S3 crawl roots, not {scheme}://; use --engine spark"
+        )
+    return f"s3://{rest.rstrip('/')}", s3_options(cfg)
+
+
+def s3_options(cfg: Config) -> dict[str, str]:
+    """delta-rs storage options for S3, from the s3a settings in ``spark.conf`` or boto3."""
+    conf = {k: str(v) for k, v in cfg.spark.conf.items()}
+    s3a = "spark.hadoop.fs.s3a."
+    options: dict[str, str] = {}
+    endpoint = conf.get(s3a + "endpoint")
+    if endpoint:
+        options["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+    if conf.get(s3a + "path.style.access", "").lower() == "true":
+        options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false"
+    if conf.get(s3a + "access.key"):
+        options["AWS_ACCESS_KEY_ID"] = conf[s3a + "access.key"]
+        options["AWS_SECRET_ACCESS_KEY"] = conf.get(s3a + "secret.key", "")
+    else:
+        import boto3
+
+        session = boto3.Session()
+        credentials = session.get_credentials()
+        if credentials is not None:
+            frozen = credentials.get_frozen_credentials()
+            options["AWS_ACCESS_KEY_ID"] = frozen.access_key
+            options["AWS_SECRET_ACCESS_KEY"] = frozen.secret_key
+            if frozen.token:
+                options["AWS_SESSION_TOKEN"] = frozen.token
+        if session.region_name:
+            options["AWS_REGION"] = session.region_name
+    if conf.get(s3a + "endpoint.region"):
+        options["AWS_REGION"] = conf[s3a + "endpoint.region"]
+    return options
+
+
+def _present(
+    root: str, location: str, options: dict[str, str], named: set[str], shows: bool
+) -> list[str]:
+    """The tables and views to define, in TABLE_NAMES then VIEWS order: those ``named``, or for
+    SHOW TABLES every one the root has. FileNotFoundError when the root lacks a table every
+    crawl root has (on local disk all are checked, as the Spark engine does; on S3 those the
+    query reads: opening one costs requests), QueryRefused for a named table that a root made
+    by an older crawllib lacks."""
+    from deltalake import DeltaTable
+
+    remote = location.startswith("s3://")
+
+    def exists(name: str) -> bool:
+        if remote:
+            return bool(DeltaTable.is_deltatable(f"{location}/{name}", options))
+        return os.path.isdir(os.path.join(location, name, "_delta_log"))
+
+    checked = named & set(TABLE_NAMES) if remote and not shows else set(TABLE_NAMES)
+    lacking = {n for n in checked if not exists(n)}
+    missing = [n for n in TABLE_NAMES if n in lacking and n not in LATER_TABLES]
+    if missing:
+        raise FileNotFoundError(
+            f"{location if location.startswith('/') else root} is not a crawl root (missing "
+            f"tables: {', '.join(missing)}); run `crawl init {root}` first"
+        )
+    for name in TABLE_NAMES:
+        if name in named and name in lacking:
+            raise QueryRefused(
+                f"this crawl root has no {name} table yet (made by an older crawllib: the next "
+                "crawl command that writes adds it)"
+            )
+    if shows:
+        return [*(n for n in TABLE_NAMES if n not in lacking), *VIEWS]
+    return [n for n in (*TABLE_NAMES, *VIEWS) if n in named]
+
+
+def first_line(exc: BaseException) -> str:
+    """DuckDB's message without its position marker and hints: 'Binder Error: ...'."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__

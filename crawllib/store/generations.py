@@ -1,0 +1,128 @@
+"""Which generation is where: the ``generations`` table (one row per stage run and state).
+
+A stage run appends a ``running`` row when it starts and a ``done`` (with counts) or ``failed``
+row when it ends; the latest row of a (gen, stage) is its state (:func:`latest_of`, the one
+rule that `crawl status` and the scheduler share). When one process runs stage after stage, a
+``done`` row and the next stage's ``running`` row are one commit (`record`'s ``then``). Counts
+go here, not into Spark accumulators, so a retried task never counts twice.
+
+The scheduling rules over those states are pure functions of them, in crawllib.core.stage_order:
+:func:`prerequisite`, :func:`next_gen`, :func:`due_gen`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Iterable, Mapping
+
+from pyspark.sql import SparkSession
+
+from crawllib.core.stage_order import (
+    RunRow,
+    States,
+    due_gen,
+    last_done,
+    latest_of,
+    next_gen,
+    next_seed_gen,
+    prerequisite,
+)
+from crawllib.core.vocab import StageState
+from crawllib.store import tables
+from crawllib.store.schemas import GENERATIONS
+
+# The rules over the table's states live in crawllib.core.stage_order (pure Python, read by the Airflow
+# worker too); callers keep naming them here.
+__all__ = [
+    "Ledger",
+    "RunRow",
+    "States",
+    "due_gen",
+    "last_done",
+    "latest_of",
+    "ledger_of",
+    "next_gen",
+    "next_seed_gen",
+    "prerequisite",
+    "read_ledger",
+    "read_rows",
+    "latest_runs",
+    "record",
+    "stage_states",
+]
+
+
+def read_rows(spark: SparkSession, root: str) -> list[RunRow]:
+    """Every row of the table. It holds a few rows per stage run, so it is collected and
+    reduced on the driver: a Spark aggregation would cost a shuffle on every call."""
+    return [RunRow.of(r.asDict()) for r in tables.read(spark, root, "generations").collect()]
+
+
+def latest_runs(spark: SparkSession, root: str) -> dict[tuple[int, str], RunRow]:
+    """(gen, stage) -> its latest row, read from the table."""
+    return latest_of(read_rows(spark, root))
+
+
+def stage_states(spark: SparkSession, root: str) -> States:
+    """(gen, stage) -> state of its latest row."""
+    return {key: row.state for key, row in latest_runs(spark, root).items()}
+
+
+@dataclasses.dataclass
+class Ledger:
+    """What the generations table says, as the process that writes it keeps track: each stage
+    run's state, and the table versions the latest recording row holds (``recorded_by``
+    names it: "gen 3 fetch")."""
+
+    states: States
+    versions: dict[str, int]
+    recorded_by: str = ""
+
+
+def ledger_of(rows: Iterable[RunRow]) -> Ledger:
+    rows = list(rows)
+    states = {key: row.state for key, row in latest_of(rows).items()}
+    recorded = [row for row in rows if row.versions]
+    if not recorded:
+        return Ledger(states, {})
+    last = max(recorded, key=lambda row: row.at)
+    return Ledger(states, dict(last.versions), f"gen {last.gen} {last.stage}")
+
+
+def read_ledger(spark: SparkSession, root: str) -> Ledger:
+    return ledger_of(read_rows(spark, root))
+
+
+def record(
+    spark: SparkSession,
+    root: str,
+    gen: int,
+    stage: str,
+    state: str,
+    started_at: dt.datetime,
+    counts: Mapping[str, int] | None = None,
+    then: tuple[int, str] | None = None,
+    versions: Mapping[str, int] | None = None,
+) -> dt.datetime:
+    """Append a stage run's row: ``running`` (no finish), ``done`` or ``failed`` (finished
+    now); return now, as the row has it.
+
+    then: (gen, stage) of the stage run that starts next in this process, as this one
+    finishes: its ``running`` row (started_at: this row's finished_at) is appended in the
+    same commit (one commit for two). The commit's Delta ``userMetadata`` names its rows
+    ("gen 3 fetch done, gen 3 update running"), so `DESCRIBE HISTORY` shows which stage runs
+    each version recorded. versions: the tables' Delta versions after this stage's commits.
+    """
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    finished = None if state == StageState.RUNNING else now
+    seconds = (finished - started_at).total_seconds() if finished else None
+    counts_map = {k: int(v) for k, v in (counts or {}).items()}
+    versions_map = {k: int(v) for k, v in (versions or {}).items()} or None
+    rows = [(gen, stage, state, started_at, finished, seconds, counts_map, versions_map)]
+    if then:
+        rows.append((then[0], then[1], StageState.RUNNING, now, None, None, {}, None))
+    df = spark.createDataFrame(rows, GENERATIONS)
+    note = ", ".join(f"gen {r[0]} {r[1]} {r[2]}" for r in rows)
+    tables.append(df, root, "generations", note=note)
+    return now
