@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 
 from benchmarks.stages import bench_config
 from crawllib import config
+from crawllib.core import stage_order
 from crawllib.runs import metrics, runner
 from crawllib.stages import plan, seeding
 from crawllib.store import generations, integrity, lease, tables
@@ -116,7 +117,7 @@ def measure_generation(spark: SparkSession, root: str, cfg: config.Config, gen: 
 def measure_idle(spark: SparkSession, root: str, cfg: config.Config) -> dict[str, Any]:
     """`plan --if-work` on a complete crawl: the check that finds nothing due, timed."""
     ledger = generations.read_ledger(spark, root)
-    gen = generations.next_gen(ledger.states)
+    gen = stage_order.next_gen(ledger.states)
     with metrics.job_group(spark, "bench idle") as group:
         t0 = time.perf_counter()
         idle = runner.nothing_left(spark, root, cfg, gen, ledger.states)

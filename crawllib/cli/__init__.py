@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from crawllib.cli import terminal
 from crawllib.config import Config, load_config
+from crawllib.core import stage_order
 from crawllib.core.errors import USER_ERRORS, BadRoot, ConfigError
 from crawllib.core.roots import normalize_root
 from crawllib.core.vocab import Stage
@@ -131,7 +132,7 @@ def cmd_seed(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib.store import generations
 
     spark = _crawl_session(cfg, args.root, writes=True, files=[args.file])
-    gen = generations.next_seed_gen(generations.stage_states(spark, args.root))
+    gen = stage_order.next_seed_gen(generations.stage_states(spark, args.root))
     report = seeding.seed(spark, args.root, args.file, cfg, gen)
     for r in report.rejected:
         text = r.text if len(r.text) <= 100 else r.text[:100] + f"... ({len(r.text)} chars)"
@@ -256,7 +257,7 @@ def _stage_command(command_name: str) -> Callable[..., int]:
         spark = _crawl_session(cfg, args.root, writes=True)
         ledger = generations.read_ledger(spark, args.root)
         if args.gen == "next":
-            args.gen = generations.due_gen(ledger.states, stage)
+            args.gen = stage_order.due_gen(ledger.states, stage)
         if_work = getattr(args, "if_work", False)
         if if_work and runner.nothing_left(spark, args.root, cfg, args.gen, ledger.states):
             print(f"generation {args.gen} plan: nothing planned; {_waits_line(spark, args, cfg)}")

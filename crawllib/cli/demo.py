@@ -18,7 +18,7 @@ from crawllib.config import Config
 from crawllib.core.errors import BadRoot
 from crawllib.core.output import write_table
 from crawllib.runs import runner
-from crawllib.store import tables
+from crawllib.sql.register import register_views
 from crawllib.store.lease import LEASE_NAME
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ def run_demo(
     print(
         f"\ncrawled generations {ran} in {time.monotonic() - started:.0f}s; {requests} HTTP requests served\n"
     )
-    tables.register_views(spark, root)
+    register_views(spark, root)
     for title, sql in (
         ("per generation", SUMMARY_SQL),
         ("example query: top hosts by pages", EXAMPLE_SQL),

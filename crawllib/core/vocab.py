@@ -306,3 +306,28 @@ class StageState:
     RUNNING: Final = "running"
     DONE: Final = "done"
     FAILED: Final = "failed"
+
+
+# Every table of a crawl root, in crawllib.store.schemas.TABLES order (a test keeps the two equal).
+TABLE_NAMES: Final = (
+    "frontier",
+    "crawldb",
+    "fetchlist",
+    "fetches",
+    "pages",
+    "texts",
+    "links",
+    "robots",
+    "hosts",
+    "dns",
+    "sitemaps",
+    "traps",
+    "aliases",
+    "probes",
+    "generations",
+    "warc_index",
+)
+
+# Tables a crawl root made by an older crawllib may lack: the first command that writes
+# creates them (`crawllib.store.tables.require`), readers skip them until then.
+LATER_TABLES: Final = frozenset({"hosts", "dns", "sitemaps", "traps", "probes", "warc_index"})

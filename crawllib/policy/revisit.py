@@ -30,10 +30,12 @@ Pure Python: no Spark import here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from crawllib.config import RecrawlConfig
 from crawllib.core.vocab import IntervalSource
+
+if TYPE_CHECKING:
+    from crawllib.config import RecrawlConfig
 
 HOUR = 3600.0
 

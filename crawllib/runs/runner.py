@@ -16,15 +16,16 @@ from collections.abc import Callable, Iterable
 from pyspark.sql import SparkSession
 
 from crawllib.config import Config, parse_now
-from crawllib.core import progress
+from crawllib.core import progress, stage_order
 from crawllib.core.errors import StageOrderError
 from crawllib.core.roots import normalize_root
+from crawllib.core.stage_order import States
 from crawllib.core.vocab import ACCEPT_STATE, STAGES, Stage, StageState, Waiting
 from crawllib.runs import metrics, status
 from crawllib.stages import fetch, plan, seeding, update
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.store import generations, integrity, tables
-from crawllib.store.generations import Ledger, States
+from crawllib.store.generations import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def should_run(states: States, gen: int, stage: str, force: bool = False) -> boo
         raise ValueError(f"unknown stage {stage!r}; stages are: {', '.join(STAGES)}")
     if states.get((gen, stage)) == StageState.DONE and not force:
         return False
-    before = generations.prerequisite(gen, stage)
+    before = stage_order.prerequisite(gen, stage)
     if before and states.get(before) != StageState.DONE:
         raise StageOrderError(
             f"cannot run {stage} of generation {gen}: {before[1]} of generation {before[0]} is not done"
@@ -226,7 +227,7 @@ def run_generation(
     if ledger is None:
         ledger = generations.read_ledger(spark, root)
     if gen is None:
-        gen = generations.next_gen(ledger.states)
+        gen = stage_order.next_gen(ledger.states)
     started = None
     for i, stage in enumerate(STAGES, start=1):
         then = STAGES[i] if i < len(STAGES) else None
@@ -301,7 +302,7 @@ def run_crawl(
     ledger = generations.read_ledger(spark, root)
     states = ledger.states
     if seeds:
-        report = seeding.seed(spark, root, seeds, cfg, generations.next_seed_gen(states))
+        report = seeding.seed(spark, root, seeds, cfg, stage_order.next_seed_gen(states))
         for r in report.rejected:
             log.warning("%s: invalid seed %r: %s", r.where, r.text, r.reason)
         log.info(
@@ -309,7 +310,7 @@ def run_crawl(
         )
     ran = []
     while True:
-        gen = generations.next_gen(states)
+        gen = stage_order.next_gen(states)
         if generations_wanted is not None and gen >= generations_wanted:
             break
         idle = nothing_left(spark, root, cfg, gen, states)
@@ -396,7 +397,7 @@ def accept_state(spark: SparkSession, root: str) -> dict[str, int]:
     is gone have to be rerun with force: this records, it repairs nothing."""
     ledger = generations.read_ledger(spark, root)
     versions = integrity.current_versions(spark, root)
-    gen = generations.next_gen(ledger.states)
+    gen = stage_order.next_gen(ledger.states)
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     generations.record(spark, root, gen, ACCEPT_STATE, StageState.DONE, now, versions=versions)
     log.warning("accepted the tables as they are: %s (was: %s)", versions, ledger.versions)

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from crawllib.config import Config
 from crawllib.core.errors import EngineUnavailable, QueryRefused
+from crawllib.core.vocab import LATER_TABLES, TABLE_NAMES
 from crawllib.sql.duckdb_tree import columns_used, relations_read, syntax_tree
-from crawllib.sql.views import LATER_TABLES, ONLY_QUERIES, TABLE_NAMES, VIEWS, view_sql
+from crawllib.sql.views import ONLY_QUERIES, VIEWS, view_sql
 
 if TYPE_CHECKING:
     import duckdb

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from crawllib.core.errors import QueryRefused
-from crawllib.sql.views import TABLE_NAMES, VIEWS, not_a_table
+from crawllib.core.vocab import TABLE_NAMES
+from crawllib.sql.views import VIEWS, not_a_table
 
 if TYPE_CHECKING:
     import duckdb

@@ -31,7 +31,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from crawllib.core.errors import QueryRefused
 from crawllib.sql.functions import ALLOWED_FUNCTIONS, OPTION_FUNCTIONS
-from crawllib.sql.views import ONLY_QUERIES, not_a_table
+from crawllib.sql.register import register_views
+from crawllib.sql.views import ONLY_QUERIES, VIEWS, not_a_table
 from crawllib.store import tables
 
 __all__ = ["ALLOWED_FUNCTIONS", "check_query", "run_query", "failure", "time_limit"]
@@ -115,7 +116,7 @@ def run_query(spark: SparkSession, root: str, query: str) -> DataFrame:
     """The result of a read-only ``query`` over the crawl's tables and views (lazy: it runs
     when read); QueryRefused when it is not read-only or Spark cannot resolve it."""
     plan = check_query(spark, root, query)  # before Spark touches anything
-    tables.register_views(spark, root)
+    register_views(spark, root)
     try:
         _Analysed(spark, root).statement(plan)
         return spark.sql(query)
@@ -181,7 +182,7 @@ class _Parsed:
     def __init__(self, jvm: Any, root: str) -> None:
         self.subquery = jvm.java.lang.Class.forName(SUBQUERY)
         self.logical_plan = jvm.java.lang.Class.forName(LOGICAL_PLAN)
-        self.names = set(tables.TABLES) | set(tables.VIEWS)
+        self.names = set(tables.TABLES) | set(VIEWS)
         self.paths = {tables.table_path(root, n).rstrip("/") for n in tables.TABLES}
 
     def plan(self, node: Any, ctes: frozenset[str]) -> None:

@@ -26,7 +26,8 @@ import re
 from typing import TYPE_CHECKING
 
 from crawllib.core.errors import BadRoot
-from crawllib.sql.views import LATER_TABLES, TABLE_NAMES, VIEW_NEEDS, VIEWS, view_sql
+from crawllib.core.vocab import LATER_TABLES, TABLE_NAMES
+from crawllib.sql.views import VIEW_NEEDS, VIEWS, view_sql
 from crawllib.store import tables
 
 if TYPE_CHECKING:
@@ -159,3 +160,14 @@ def register(spark: SparkSession, root: str, database: str, replace: bool = Fals
 def summary(done: list[Entry]) -> str:
     counts = {a: sum(e.action == a for e in done) for a in ("created", "replaced", "unchanged")}
     return ", ".join(f"{n} {a}" for a, n in counts.items() if n) or "nothing to register"
+
+
+def register_views(spark: SparkSession, root: str) -> None:
+    """Make every table queryable in SQL by its name (SELECT count(*) FROM frontier), and the
+    VIEWS over them."""
+    for name in TABLE_NAMES:
+        if name not in LATER_TABLES or tables.exists(spark, root, name):
+            tables.read(spark, root, name).createOrReplaceTempView(name)
+    for name in VIEWS:
+        if all(tables.exists(spark, root, table) for table in VIEW_NEEDS.get(name, ())):
+            spark.sql(view_sql(name, root)).createOrReplaceTempView(name)

@@ -8,31 +8,8 @@ functions they call (``unix_micros``, ``current_timestamp()``) as macros.
 
 from __future__ import annotations
 
+from crawllib.core.vocab import TABLE_NAMES
 from crawllib.policy.revisit import freshness_query
-
-# Every table of a crawl root, in crawllib.store.schemas.TABLES order (a test keeps the two equal).
-TABLE_NAMES = (
-    "frontier",
-    "crawldb",
-    "fetchlist",
-    "fetches",
-    "pages",
-    "texts",
-    "links",
-    "robots",
-    "hosts",
-    "dns",
-    "sitemaps",
-    "traps",
-    "aliases",
-    "probes",
-    "generations",
-    "warc_index",
-)
-
-# Tables a crawl root made by an older crawllib may lack: the first command that writes
-# creates them (`tables.require`), readers skip them until then.
-LATER_TABLES = frozenset({"hosts", "dns", "sitemaps", "traps", "probes", "warc_index"})
 
 # Views over the versions pages and texts keep (one row per visit that stored a page): the
 # latest of each URL, and the history of a URL's text. A revisit answered 304 stores none, so

@@ -1,13 +1,14 @@
 """Which generation is where: the ``generations`` table (one row per stage run and state).
 
 A stage run appends a ``running`` row when it starts and a ``done`` (with counts) or ``failed``
-row when it ends; the latest row of a (gen, stage) is its state (:func:`latest_of`, the one
-rule that `crawl status` and the scheduler share). When one process runs stage after stage, a
-``done`` row and the next stage's ``running`` row are one commit (`record`'s ``then``). Counts
-go here, not into Spark accumulators, so a retried task never counts twice.
+row when it ends; the latest row of a (gen, stage) is its state (``latest_of``, the one rule
+that `crawl status` and the scheduler share, in crawllib.core.stage_order). When one process
+runs stage after stage, a ``done`` row and the next stage's ``running`` row are one commit
+(`record`'s ``then``). Counts go here, not into Spark accumulators, so a retried task never
+counts twice.
 
-The scheduling rules over those states are pure functions of them, in crawllib.core.stage_order:
-:func:`prerequisite`, :func:`next_gen`, :func:`due_gen`.
+The scheduling rules over those states are pure functions of them, in crawllib.core.stage_order
+(prerequisite, next_gen, due_gen): the Spark jobs and an orchestrator's worker share them.
 """
 
 from __future__ import annotations
@@ -18,39 +19,10 @@ from collections.abc import Iterable, Mapping
 
 from pyspark.sql import SparkSession
 
-from crawllib.core.stage_order import (
-    RunRow,
-    States,
-    due_gen,
-    last_done,
-    latest_of,
-    next_gen,
-    next_seed_gen,
-    prerequisite,
-)
+from crawllib.core.stage_order import RunRow, States, latest_of
 from crawllib.core.vocab import StageState
 from crawllib.store import tables
 from crawllib.store.schemas import GENERATIONS
-
-# The rules over the table's states live in crawllib.core.stage_order (pure Python, read by the Airflow
-# worker too); callers keep naming them here.
-__all__ = [
-    "Ledger",
-    "RunRow",
-    "States",
-    "due_gen",
-    "last_done",
-    "latest_of",
-    "ledger_of",
-    "next_gen",
-    "next_seed_gen",
-    "prerequisite",
-    "read_ledger",
-    "read_rows",
-    "latest_runs",
-    "record",
-    "stage_states",
-]
 
 
 def read_rows(spark: SparkSession, root: str) -> list[RunRow]:

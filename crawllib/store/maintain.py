@@ -39,9 +39,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawllib.config import Config
+from crawllib.core import stage_order
 from crawllib.core.errors import ConfigError
+from crawllib.core.stage_order import States
 from crawllib.store import generations, integrity, tables
-from crawllib.store.generations import Ledger, States
+from crawllib.store.generations import Ledger
 from crawllib.store.schemas import TABLES
 
 log = logging.getLogger(__name__)
@@ -92,7 +94,7 @@ def check_retention(spark: SparkSession, hours: float) -> None:
 def skip_reason(states: States, every: int) -> str | None:
     """Why `crawl maintain --every K` does nothing now: the latest finished generation is not a
     multiple of K (or there is none yet); None when it is due."""
-    latest = generations.last_done(states)
+    latest = stage_order.last_done(states)
     if latest is None:
         return "no generation has finished yet"
     if latest % every:

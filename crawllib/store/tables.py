@@ -30,7 +30,7 @@ from pyspark.util import inheritable_thread_target
 
 from crawllib.core.errors import LeaseLost
 from crawllib.core.roots import normalize_root
-from crawllib.sql.views import LATER_TABLES, VIEW_NEEDS, VIEWS, view_sql
+from crawllib.core.vocab import LATER_TABLES
 from crawllib.store import lease
 from crawllib.store.schemas import TABLES
 
@@ -261,17 +261,6 @@ def one_row(df: DataFrame) -> Row:
     if row is None:
         raise ValueError("expected one row, got none")
     return row
-
-
-def register_views(spark: SparkSession, root: str) -> None:
-    """Make every table queryable in SQL by its name (SELECT count(*) FROM frontier), and the
-    VIEWS over them."""
-    for name in TABLES:
-        if name not in LATER_TABLES or exists(spark, root, name):
-            read(spark, root, name).createOrReplaceTempView(name)
-    for name in VIEWS:
-        if all(exists(spark, root, table) for table in VIEW_NEEDS.get(name, ())):
-            spark.sql(view_sql(name, root)).createOrReplaceTempView(name)
 
 
 # One SQL expression per column: a single py4j call per write, where building Column objects

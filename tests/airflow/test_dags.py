@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from crawllib.sql.views import TABLE_NAMES
+from crawllib.core.vocab import TABLE_NAMES
 
 pytestmark = pytest.mark.airflow
 

@@ -17,6 +17,7 @@ from crawllib.core.errors import StageOrderError
 from crawllib.core.urls import normalize_url, url_key
 from crawllib.core.vocab import STAGES
 from crawllib.runs import runner
+from crawllib.sql.register import register_views
 from crawllib.store import lease, tables
 from crawllib.testweb import canonical_url, is_private_host, truth
 from crawllib.testweb.audit import is_page_request
@@ -34,7 +35,7 @@ def crawl(e2e_crawl):
 
 
 def sql(spark, root, query):
-    tables.register_views(spark, root)
+    register_views(spark, root)
     return spark.sql(query).collect()
 
 

@@ -8,6 +8,7 @@ import datetime as dt
 import pytest
 
 from crawllib import cli
+from crawllib.core import stage_order
 from crawllib.core.errors import StageOrderError
 from crawllib.runs import orchestrator, runner
 from crawllib.store import generations
@@ -41,7 +42,7 @@ def test_status_and_scheduler_agree_on_a_forced_rerun(spark, root):
     )
     scheduler, status = states_both_ways(spark, root)
     assert scheduler == status == {(0, "plan"): "done", (0, "fetch"): "running"}
-    assert generations.due_gen(scheduler, "fetch") == 0
+    assert stage_order.due_gen(scheduler, "fetch") == 0
     with pytest.raises(StageOrderError, match="fetch of generation 0 is not done"):
         runner.should_run(scheduler, 0, "update")
 
@@ -66,7 +67,7 @@ def test_the_airflow_worker_resolves_the_generation_plan_resolves(spark, root, t
     sets = [a for s in test_config_overrides() for a in ("--set", s)]
 
     def spark_due() -> int:
-        return generations.due_gen(generations.stage_states(spark, root), "plan")
+        return stage_order.due_gen(generations.stage_states(spark, root), "plan")
 
     assert orchestrator.due_generation(root) == spark_due() == 0
     assert cli.main(["plan", root, "--gen", "next", "--if-work", *sets]) == 0

@@ -16,7 +16,8 @@ import pytest
 
 from crawllib import cli
 from crawllib.config import config_toml, replace
-from crawllib.sql.views import LATER_TABLES, TABLE_NAMES, VIEWS
+from crawllib.core.vocab import LATER_TABLES, TABLE_NAMES
+from crawllib.sql.views import VIEWS
 from crawllib.store import lease, tables
 from crawllib.store.schemas import CRAWLDB
 

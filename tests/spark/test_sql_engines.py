@@ -18,9 +18,9 @@ import pytest
 from benchmarks.sql import documented_queries
 from crawllib import cli
 from crawllib import config as config_mod
+from crawllib.core.vocab import TABLE_NAMES
 from crawllib.runs import runner
 from crawllib.sql import duckdb_engine
-from crawllib.sql.views import TABLE_NAMES
 from crawllib.store import lease
 from crawllib.store.schemas import TABLES
 from crawllib.testweb import WebSpec, serve_in_thread

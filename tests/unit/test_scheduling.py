@@ -9,8 +9,7 @@ import datetime as dt
 import pytest
 
 from crawllib.core.errors import StageOrderError
-from crawllib.runs.runner import should_run
-from crawllib.store.generations import (
+from crawllib.core.stage_order import (
     RunRow,
     due_gen,
     last_done,
@@ -19,6 +18,7 @@ from crawllib.store.generations import (
     next_seed_gen,
     prerequisite,
 )
+from crawllib.runs.runner import should_run
 from crawllib.store.maintain import skip_reason
 
 T = dt.datetime(2026, 1, 1, 12, 0, 0)
