@@ -751,7 +751,3 @@ def _command_line(args: argparse.Namespace) -> str:
     """What the lease names as its holder: the command and its generation, if one."""
     gen = getattr(args, "gen", None)
     return f"crawl {args.command}" + (f" --gen {gen}" if gen is not None else "")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -372,7 +372,7 @@ PROBES = struct_of(
     ("simhash", L),
 )
 
-# A URL pattern of a host (crawllib.stages.traps.url_pattern): the pages fetched of it and how many
+# A URL pattern of a host (crawllib.policy.traps.url_pattern): the pages fetched of it and how many
 # were duplicates (exact or near), over the whole crawl; gen: the last generation counted.
 TRAPS = struct_of(
     ("host", S),

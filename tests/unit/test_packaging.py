@@ -1,6 +1,7 @@
 """The package as others install it: compatible ranges in pyproject, the versions tested pinned
 in requirements.lock (what `make install` and the packed environment hold), the wheel's
-metadata and files (LICENSE, py.typed, the JVM's log4j2 file), and docs (the README and docs/)
+metadata and files (LICENSE, py.typed, the JVM's log4j2 file, and no benchmark or test code, in
+the wheel as in crawllib.zip), and docs (the README and docs/)
 that install it from dist/, never from an index by its bare name."""
 
 from __future__ import annotations
@@ -52,13 +53,31 @@ def test_the_wheel_holds_the_license_type_information_and_the_log4j_file(tmp_pat
         names = set(whl.namelist())
         info = next(n for n in names if n.endswith(".dist-info/METADATA"))
         metadata = Parser().parsestr(whl.read(info).decode())
-    assert {"crawllib/py.typed", "crawllib/log4j2.properties"} <= names
+    assert {"crawllib/py.typed", "crawllib/store/log4j2.properties"} <= names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert metadata["License-Expression"] == "Apache-2.0"
     assert metadata["Requires-Python"] == ">=3.11"
     requires = metadata.get_all("Requires-Dist")
     assert requires and not any("==" in r for r in requires if "extra ==" not in r)
     assert (REPO / "LICENSE").read_text().lstrip().startswith("Apache License")
+
+
+def test_the_wheel_and_the_zip_hold_only_what_a_crawl_runs(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    build_dist.copy_sources(src)
+    with zipfile.ZipFile(build_dist.build_wheel(src, tmp_path)) as whl:
+        in_wheel = [n for n in whl.namelist() if ".dist-info/" not in n]
+    with zipfile.ZipFile(build_dist.write_zip(src, tmp_path)) as zf:
+        in_zip = zf.namelist()
+    for names in (in_wheel, in_zip):
+        assert "crawllib/engine/engine.py" in names
+        assert "crawllib/testweb/site.py" in names  # `crawl demo` crawls it
+        assert all(n.startswith("crawllib/") for n in names), names
+        test_code = [n for n in names if "bench" in n or "moto" in n or n.endswith("/s3.py")]
+        assert test_code == []
+        code = "\n".join(src.joinpath(n).read_text() for n in names if n.endswith(".py"))
+        assert "import moto" not in code and "from moto" not in code
 
 
 def test_docs_install_the_wheel_from_dist_never_by_name_from_an_index():

@@ -1,0 +1,7 @@
+"""``python -m crawllib.cli``: the ``crawl`` command."""
+
+import sys
+
+from crawllib.cli import main
+
+sys.exit(main())
