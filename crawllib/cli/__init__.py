@@ -370,11 +370,13 @@ def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
     if duckdb_engine.available():  # no JVM: the ledger and crawldb read with delta-rs
         rows, fresh = status.read_without_spark(args.root, cfg)
     else:
-        from crawllib.runs import runner
+        from crawllib.runs import status_spark
 
         spark = _crawl_session(cfg, args.root)
-        rows = runner.status_rows(spark, args.root)
-        fresh = runner.freshness(spark, args.root, cfg) if args.format == "table" else (0, 0, 0)
+        rows = status_spark.status_rows(spark, args.root)
+        fresh = (
+            status_spark.freshness(spark, args.root, cfg) if args.format == "table" else (0, 0, 0)
+        )
     WRITERS[args.format](status.COLUMNS, rows, sys.stdout)
     footer = status.freshness_line(*fresh)
     if args.format == "table" and footer:
@@ -579,10 +581,10 @@ def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
     writes=True,
 )
 def cmd_accept_state(args: argparse.Namespace, cfg: Config) -> int:
-    from crawllib.runs import runner
+    from crawllib.store import integrity
 
     spark = _crawl_session(cfg, args.root, writes=True, verified=False)
-    versions = runner.accept_state(spark, args.root)
+    versions = integrity.accept_state(spark, args.root)
     print("accepted table versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     return 0
 

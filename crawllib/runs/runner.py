@@ -20,8 +20,8 @@ from crawllib.core import progress, stage_order
 from crawllib.core.errors import StageOrderError
 from crawllib.core.roots import normalize_root
 from crawllib.core.stage_order import States
-from crawllib.core.vocab import ACCEPT_STATE, STAGES, Stage, StageState, Waiting
-from crawllib.runs import metrics, status
+from crawllib.core.vocab import STAGES, Stage, StageState, Waiting
+from crawllib.runs import metrics
 from crawllib.stages import fetch, plan, seeding, update
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.store import generations, integrity, tables
@@ -376,29 +376,3 @@ def _duration(seconds: float) -> str:
     if seconds < 172800:
         return f"{seconds // 3600} h {seconds % 3600 // 60} min"
     return f"{seconds // 86400} days"
-
-
-def status_rows(spark: SparkSession, root: str) -> list[tuple]:
-    """`crawl status`'s rows read with Spark (crawllib.runs.status.status_rows)."""
-    return status.status_rows(generations.read_rows(spark, root))
-
-
-def freshness(spark: SparkSession, root: str, cfg: Config) -> tuple[int, int, float]:
-    """(pages with a stored version, due now, estimated freshness) by the crawl's clock
-    (crawl.now, or the real one): crawllib.policy.revisit.freshness_query over crawldb."""
-    tables.read(spark, root, "crawldb").createOrReplaceTempView("crawldb")
-    row = tables.one_row(spark.sql(status.freshness_sql(cfg)))
-    return int(row["pages"]), int(row["due"]), float(row["freshness"] or 0.0)
-
-
-def accept_state(spark: SparkSession, root: str) -> dict[str, int]:
-    """Record the tables' current versions as the crawl's state (after a lost log file or a
-    restore that `crawllib.store.integrity` stopped a stage on); return them. The stages whose output
-    is gone have to be rerun with force: this records, it repairs nothing."""
-    ledger = generations.read_ledger(spark, root)
-    versions = integrity.current_versions(spark, root)
-    gen = stage_order.next_gen(ledger.states)
-    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    generations.record(spark, root, gen, ACCEPT_STATE, StageState.DONE, now, versions=versions)
-    log.warning("accepted the tables as they are: %s (was: %s)", versions, ledger.versions)
-    return versions

@@ -22,12 +22,18 @@ Either error names the table, the versions and the repair, and nothing is writte
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+from crawllib.core import stage_order
 from crawllib.core.errors import TableBehind, TableChanged
-from crawllib.store import lease, tables
+from crawllib.core.vocab import ACCEPT_STATE, StageState
+from crawllib.store import generations, lease, tables
+
+log = logging.getLogger(__name__)
 
 # The tables whose versions are recorded: generations holds the record itself; warc_index is
 # written by `crawl export-warc`, outside the stages, and no stage reads it.
@@ -139,9 +145,20 @@ def verify(
 def check_root(spark: SparkSession, root: str) -> None:
     """`verify` against the latest record of the generations table, for a command that is
     about to write (seed, init, export-warc, run); nothing to check on a root without one."""
-    from crawllib.store import generations
-
     if not tables.exists(spark, root, tables.LEDGER):
         return
     ledger = generations.read_ledger(spark, root)
     verify(spark, root, ledger.versions, ledger.recorded_by)
+
+
+def accept_state(spark: SparkSession, root: str) -> dict[str, int]:
+    """Record the tables' current versions as the crawl's state (after a lost log file or a
+    restore that `verify` stopped a stage on); return them. The stages whose output
+    is gone have to be rerun with force: this records, it repairs nothing."""
+    ledger = generations.read_ledger(spark, root)
+    versions = current_versions(spark, root)
+    gen = stage_order.next_gen(ledger.states)
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    generations.record(spark, root, gen, ACCEPT_STATE, StageState.DONE, now, versions=versions)
+    log.warning("accepted the tables as they are: %s (was: %s)", versions, ledger.versions)
+    return versions

@@ -10,7 +10,7 @@ import pytest
 from crawllib import cli
 from crawllib.core import stage_order
 from crawllib.core.errors import StageOrderError
-from crawllib.runs import orchestrator, runner
+from crawllib.runs import orchestrator, runner, status_spark
 from crawllib.store import generations
 from tests.conftest import test_config_overrides
 
@@ -23,7 +23,9 @@ def root(new_root):
 def states_both_ways(spark, root):
     """(gen, stage) -> state, as the scheduler reads it and as `crawl status` shows it."""
     scheduler = generations.stage_states(spark, root)
-    status = {(gen, stage): state for gen, stage, state, *_ in runner.status_rows(spark, root)}
+    status = {
+        (gen, stage): state for gen, stage, state, *_ in status_spark.status_rows(spark, root)
+    }
     return scheduler, status
 
 

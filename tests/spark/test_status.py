@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 from crawllib.config import replace
-from crawllib.runs import runner, status
+from crawllib.runs import status, status_spark
 from crawllib.store import generations, tables
 from crawllib.store.schemas import CRAWLDB
 
@@ -66,7 +66,9 @@ def test_status_without_a_jvm_gives_the_rows_the_spark_reading_gives(spark, spar
     done = crawl_status(root, "--format", "json")
     assert done.returncode == 0, done.stderr
     got = [json.loads(line) for line in done.stdout.splitlines()]
-    want = [dict(zip(status.COLUMNS, row, strict=True)) for row in runner.status_rows(spark, root)]
+    want = [
+        dict(zip(status.COLUMNS, row, strict=True)) for row in status_spark.status_rows(spark, root)
+    ]
     assert got == want and len(got) == 6
     plan = got[0]
     assert (plan["gen"], plan["stage"], plan["state"]) == (0, "plan", "done")
@@ -76,7 +78,7 @@ def test_status_without_a_jvm_gives_the_rows_the_spark_reading_gives(spark, spar
     table = crawl_status(root)
     assert table.returncode == 0, table.stderr
     cfg = replace(spark_cfg, crawl__now=NOW)
-    pages, due, fresh = runner.freshness(spark, root, cfg)
+    pages, due, fresh = status_spark.freshness(spark, root, cfg)
     assert (pages, due) == (2, 1)  # the page of a day's interval is due a day later
     assert status.read_without_spark(root, cfg)[1] == (pages, due, fresh)
     assert status.freshness_line(pages, due, fresh) in table.stdout
