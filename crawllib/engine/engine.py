@@ -142,6 +142,7 @@ async def fetch_async(
     resume: Resume | None = None,
     checkpoint_seconds: float = 0.0,
     on_request: Callable[[int], object] | None = None,
+    deadline_seconds: float | None = None,
 ) -> None:
     """Fetch every row and pass each result record to ``emit`` (awaited if it returns an
     awaitable: that is the back-pressure). ``now`` gives epoch seconds (fetched_at, robots
@@ -151,10 +152,12 @@ async def fetch_async(
     slots' stored politeness; ``retried``: see the module's text. ``resume``: what earlier
     attempts of this task did (:mod:`crawllib.engine.resume`), not done again;
     ``checkpoint_seconds``: emit a CheckpointRecord this often (0: never); ``on_request``:
-    called with a page's url_key just before its request is sent."""
+    called with a page's url_key just before its request is sent. ``deadline_seconds``: the
+    time this call may fetch for (the rest of the generation's fetch.deadline_seconds, which
+    it is when None)."""
     if emit is None:
         raise TypeError("fetch_async needs an emit callable")
-    run = _Run(cfg, robots_rows, emit, now, follow_rows, host_rows, retried)
+    run = _Run(cfg, robots_rows, emit, now, follow_rows, host_rows, retried, deadline_seconds)
     run.resume, run.checkpoint_seconds, run.on_request = resume, checkpoint_seconds, on_request
     await run.run(rows)
 
@@ -171,6 +174,7 @@ class _Run:
         follow_rows: Iterable[Any] = (),
         host_rows: Iterable[HostState] = (),
         retried: bool = False,
+        deadline_seconds: float | None = None,
     ):
         self.cfg = cfg
         self.host_states = {row["slot"]: row for row in host_rows}
@@ -179,7 +183,9 @@ class _Run:
         self._emit = emit
         self.loop = asyncio.get_running_loop()
         self.clock = LoopClock()  # the slots' clock, which the deadline is compared with
-        self.deadline = self.clock.time() + cfg.fetch.deadline_seconds
+        if deadline_seconds is None:
+            deadline_seconds = cfg.fetch.deadline_seconds
+        self.deadline = self.clock.time() + deadline_seconds
         self.cached_robots = fresh_rows(robots_rows, now())
         self.robots: dict[str, asyncio.Future[RobotsState | None]] = {}
         self.slice_end = self.deadline  # set once the slots are known (`_slice_end`)

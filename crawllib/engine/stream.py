@@ -75,9 +75,10 @@ def fetch_rows(
     checkpoint_seconds: float = 0.0,
     on_request: Callable[[int], object] | None = None,
     watcher: Watcher | None = None,
+    deadline_seconds: float | None = None,
 ) -> Iterator[EngineRecord]:
     """Fetch `rows` (see :mod:`crawllib.engine.engine`, also for ``resume``,
-    ``checkpoint_seconds`` and ``on_request``) and yield their fetch, robots and host records
+    ``checkpoint_seconds``, ``on_request`` and ``deadline_seconds``) and yield their fetch, robots and host records
     as they are produced. Raises only if the engine itself fails. ``watcher``: cancel the
     fetch when it sees the JVM gone."""
     rows = list(rows)  # read the partition here, not from the loop's thread
@@ -121,6 +122,7 @@ def fetch_rows(
                 resume,
                 checkpoint_seconds,
                 on_request,
+                deadline_seconds,
             )
         finally:
             flush()

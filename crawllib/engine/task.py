@@ -37,6 +37,7 @@ def task_records(
     partitions: int = 1,
     partition: int = 0,
     watch: bool = True,
+    deadline_seconds: float | None = None,
 ) -> Iterator[EngineRecord]:
     """The engine's records for ``urls`` (and the other engine inputs: crawllib.engine.stream),
     as this attempt (``attempt``: 0 for the first) of task ``partition`` of ``partitions``
@@ -64,6 +65,7 @@ def task_records(
             checkpoint_seconds=kept.seconds if kept is not None else 0.0,
             on_request=kept.requested if kept is not None else None,
             watcher=watcher,
+            deadline_seconds=deadline_seconds,
         )
         if kept is not None:
             records = itertools.chain(kept.stored(), kept.journaled(records))

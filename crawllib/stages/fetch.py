@@ -34,13 +34,13 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from crawllib.config import Config, replace
+from crawllib.config import Config
 from crawllib.core import progress
 from crawllib.core.vocab import Outcome, Record, RobotsOutcome, Stage, StageState, words
 from crawllib.stages.base import StageResult, StageRun
@@ -166,8 +166,9 @@ def run(run: StageRun) -> FetchResult:
     carried = cfg.fetch.follow and cfg.fetch.extract and keys_carried(run)
     for i, r in enumerate(listing.todo, start=1):
         left = max(0.0, deadline - time.time())
-        sliced = replace(cfg, fetch__deadline_seconds=left)
-        done = fetch_slice(spark, root, sliced, gen, r.slice, r.slots, fetchlist, r.dirty, carried)
+        done = fetch_slice(
+            spark, root, cfg, gen, r.slice, r.slots, fetchlist, r.dirty, carried, left
+        )
         robots_fetched += done.robots
         refetched += done.refetched
         seconds += done.seconds
@@ -309,13 +310,46 @@ def fetch_slice(
     fetchlist: DataFrame,
     dirty: bool = False,
     carried: bool = False,
+    seconds_left: float | None = None,
 ) -> SliceDone:
     """Fetch and commit one slice: pages, and the texts and links rows of the pages the
     engine extracted, then fetches, which marks the slice committed.
 
     dirty: SLICE_TABLES already hold rows of this slice (a run that crashed before its
     fetches commit), which its writes replace. carried: the fetchlist carries its slots'
-    known keys (:func:`keys_carried`), so crawldb is not read."""
+    known keys (:func:`keys_carried`), so crawldb is not read. seconds_left: what is left of
+    fetch.deadline_seconds, counted from the generation's first fetch start (None: all of it).
+    Three steps: the tasks' results (lazy), their tally (the one action that fetches), the
+    writes."""
+    kept = journal.for_slice(root, gen, slice_, cfg)
+    results = _slice_results(
+        spark, root, cfg, gen, slice_, slots, fetchlist, carried, kept, seconds_left
+    ).persist(StorageLevel.DISK_ONLY)
+    try:
+        started = time.monotonic()
+        tally = _Tally.of(results)
+        done = tally.done(time.monotonic() - started)
+        _write_slice(spark, root, results, gen, slice_, tally, dirty)
+    finally:
+        results.unpersist()
+    journal.clear(kept.folder if kept is not None else None, cfg)  # committed: not needed
+    return done
+
+
+def _slice_results(
+    spark: SparkSession,
+    root: str,
+    cfg: Config,
+    gen: int,
+    slice_: int,
+    slots: int,
+    fetchlist: DataFrame,
+    carried: bool,
+    kept: journal.JournalSpec | None,
+    seconds_left: float | None,
+) -> DataFrame:
+    """The engine's results for the slice's URLs (RESULT_SCHEMA rows; lazy: every evaluation
+    goes to the network, for what the tasks' journal ``kept`` does not hold)."""
     slice_rows = fetchlist.filter(F.col("slice") == slice_)
     robots = engine_robots(tables.read(spark, root, "robots"))
     stored_hosts = tables.read(spark, root, "hosts")
@@ -329,15 +363,27 @@ def fetch_slice(
     # As many tasks as cores: every task runs at once, each holding many hosts in asyncio, so
     # no host waits for a second wave of tasks (politeness-bound time, not task waves).
     partitions = max(1, min(slots, spark.sparkContext.defaultParallelism))
-    kept = journal.for_slice(root, gen, slice_, cfg)
     inputs = with_task(fetch_inputs(slice_rows, robots, follow, hosts), stored_hosts, cfg)
-    results = fetch_results(inputs, cfg, partitions, kept)
-    results = results.persist(StorageLevel.DISK_ONLY)
-    try:
-        started = time.monotonic()
-        fetched: Counter[str] = Counter()
-        robots_by: Counter[str] = Counter()
-        pages = extracted = followed = sitemaps = probes = refetched = 0
+    return fetch_results(inputs, cfg, partitions, kept, seconds_left)
+
+
+@dataclasses.dataclass
+class _Tally:
+    """A slice's results counted (one action: the first evaluation, which fetches): fetches
+    rows by outcome, robots.txt records by outcome, and the other rows each table gets."""
+
+    fetched: Counter[str] = dataclasses.field(default_factory=Counter)
+    robots_by: Counter[str] = dataclasses.field(default_factory=Counter)
+    pages: int = 0
+    extracted: int = 0
+    followed: int = 0
+    sitemaps: int = 0
+    probes: int = 0
+    refetched: int = 0
+
+    @classmethod
+    def of(cls, results: DataFrame) -> _Tally:
+        tally = cls()
         for row in (
             results.groupBy(
                 "record",
@@ -350,89 +396,104 @@ def fetch_slice(
             .count()
             .collect()
         ):
-            if row["record"] == Record.ROBOTS:
-                robots_by[row["outcome"]] += row["count"]
-                continue
-            if row["record"] == Record.SITEMAP:
-                sitemaps += row["count"]
-                continue
-            if row["record"] == Record.PROBE:
-                probes += row["count"]
-                continue
-            if row["record"] != Record.FETCH:  # a slot's politeness (hosts rows)
-                continue
-            fetched[row["outcome"]] += row["count"]
+            tally.add(row)
+        return tally
+
+    def add(self, row: Any) -> None:
+        count = row["count"]
+        if row["record"] == Record.ROBOTS:
+            self.robots_by[row["outcome"]] += count
+        elif row["record"] == Record.SITEMAP:
+            self.sitemaps += count
+        elif row["record"] == Record.PROBE:
+            self.probes += count
+        elif row["record"] == Record.FETCH:  # else a slot's politeness (hosts rows)
+            self.fetched[row["outcome"]] += count
             if row["outcome"] == Outcome.OK and row["page"]:  # the rows pages_from_results keeps
-                pages += row["count"]
-            extracted += row["count"] if row["extracted"] else 0
-            followed += row["count"] if row["followed"] else 0
-            refetched += row["count"] if row["refetched"] else 0
-        done = SliceDone(
-            urls=fetched.total() - followed,
-            robots=robots_by.total(),
-            stored=Stored(fetched, pages, extracted, followed),
-            seconds=time.monotonic() - started,
-            refetched=refetched,
+                self.pages += count
+            self.extracted += count if row["extracted"] else 0
+            self.followed += count if row["followed"] else 0
+            self.refetched += count if row["refetched"] else 0
+
+    def done(self, seconds: float) -> SliceDone:
+        return SliceDone(
+            urls=self.fetched.total() - self.followed,
+            robots=self.robots_by.total(),
+            stored=Stored(self.fetched, self.pages, self.extracted, self.followed),
+            seconds=seconds,
+            refetched=self.refetched,
         )
-        where = f"gen = {gen} AND slice = {slice_}"
-        pages_extracted = extracted_from_results(results, gen, slice_)
-        rows = {
-            "pages": pages_from_results(results, gen, slice_),
-            "texts": texts_of(pages_extracted),
-            "links": links_table(pages_extracted),
-            "sitemaps": sitemaps_from_results(results, gen, slice_),
-            "probes": probes_from_results(results, gen, slice_),
-        }
-        wrote = {"pages": True, "texts": bool(extracted), "links": bool(extracted)}
-        wrote["sitemaps"] = bool(sitemaps)
-        wrote["probes"] = bool(probes)
 
-        def writer(name: str) -> Callable[[], None]:
-            def write() -> None:
-                if dirty:
-                    tables.replace_where(rows[name], root, name, where)
-                elif wrote[name]:
-                    tables.append(rows[name], root, name)
 
-            return write
+def _write_slice(
+    spark: SparkSession,
+    root: str,
+    results: DataFrame,
+    gen: int,
+    slice_: int,
+    tally: _Tally,
+    dirty: bool,
+) -> None:
+    """Commit the slice's rows: pages, texts, links, sitemaps, probes, hosts and robots at
+    once (their commits overlap), then fetches, which marks the slice committed."""
+    where = f"gen = {gen} AND slice = {slice_}"
+    pages_extracted = extracted_from_results(results, gen, slice_)
+    rows = {
+        "pages": pages_from_results(results, gen, slice_),
+        "texts": texts_of(pages_extracted),
+        "links": links_table(pages_extracted),
+        "sitemaps": sitemaps_from_results(results, gen, slice_),
+        "probes": probes_from_results(results, gen, slice_),
+    }
+    wrote = {
+        "pages": True,
+        "texts": bool(tally.extracted),
+        "links": bool(tally.extracted),
+        "sitemaps": bool(tally.sitemaps),
+        "probes": bool(tally.probes),
+    }
 
-        def write_robots() -> None:
-            # Hosts whose robots.txt was cached fetched none. Rows of hosts new to the table
-            # are appended (one record per host: a host lives in one task); only a refreshed
-            # row, whose expired one it replaces, needs the MERGE, which costs several appends.
-            if robots_by[RobotsOutcome.REFRESHED]:
-                tables.merge(
-                    spark,
-                    robots_from_results(results),
-                    root,
-                    "robots",
-                    keys=["host"],
-                    update={f.name: f"s.{f.name}" for f in ROBOTS.fields},
-                )
-            else:
-                tables.append(robots_from_results(results), root, "robots")
+    def writer(name: str) -> Callable[[], None]:
+        def write() -> None:
+            if dirty:
+                tables.replace_where(rows[name], root, name, where)
+            elif wrote[name]:
+                tables.append(rows[name], root, name)
 
-        def write_hosts() -> None:
+        return write
+
+    def write_robots() -> None:
+        # Hosts whose robots.txt was cached fetched none. Rows of hosts new to the table
+        # are appended (one record per host: a host lives in one task); only a refreshed
+        # row, whose expired one it replaces, needs the MERGE, which costs several appends.
+        if tally.robots_by[RobotsOutcome.REFRESHED]:
             tables.merge(
                 spark,
-                hosts_from_results(results, gen, slice_),
+                robots_from_results(results),
                 root,
-                "hosts",
-                keys=["slot"],
-                update=HOSTS_UPDATE,
+                "robots",
+                keys=["host"],
+                update={f.name: f"s.{f.name}" for f in ROBOTS.fields},
             )
+        else:
+            tables.append(robots_from_results(results), root, "robots")
 
-        # pages, texts, links, hosts (and robots) at once: their commits overlap
-        writes = [writer(name) for name in SLICE_TABLES]
-        robots_write = [write_robots] if done.robots else []
-        tables.in_parallel(spark, *writes, write_hosts, *robots_write)
-        # Last: fetches rows are what marks the slice as committed (none yet, or it would
-        # have been skipped).
-        tables.append(fetches_from_results(results, gen, slice_), root, "fetches")
-    finally:
-        results.unpersist()
-    journal.clear(kept.folder if kept is not None else None, cfg)  # committed: not needed
-    return done
+    def write_hosts() -> None:
+        tables.merge(
+            spark,
+            hosts_from_results(results, gen, slice_),
+            root,
+            "hosts",
+            keys=["slot"],
+            update=HOSTS_UPDATE,
+        )
+
+    writes = [writer(name) for name in SLICE_TABLES]
+    robots_write = [write_robots] if tally.robots_by.total() else []
+    tables.in_parallel(spark, *writes, write_hosts, *robots_write)
+    # Last: fetches rows are what marks the slice as committed (none yet, or it would
+    # have been skipped).
+    tables.append(fetches_from_results(results, gen, slice_), root, "fetches")
 
 
 def generation_stored(spark: SparkSession, root: str, gen: int) -> Stored:

@@ -64,6 +64,7 @@ from crawllib.transforms import exclusions
 from crawllib.transforms.fetch_inputs import resolved_hosts, with_known_keys
 from crawllib.transforms.lookup import rows_of
 from crawllib.transforms.plan import (
+    PlanInputs,
     Used,
     attempted_in_hosts,
     busiest_slot,
@@ -171,21 +172,18 @@ def run(run: StageRun) -> PlanResult:
     delays = run.read("hosts").select("slot", "delay") if cfg.generate.fetch_seconds else None
     offers = dedup_frontier(frontier)
     lowered = lowered_depths(run, offers, new_candidates(offers, crawldb))
-    decided = plan_decisions(
-        frontier,
-        crawldb,
-        cfg,
-        gen,
-        held,
-        addresses,
-        used,
-        as_of,
-        excluded,
-        trapped,
-        delays,
-        aliased,
-        lowered,
-    ).persist()
+    inputs = PlanInputs(
+        held=held,
+        addresses=addresses,
+        used=used,
+        as_of=as_of,
+        excluded=excluded,
+        trapped=trapped,
+        delays=delays,
+        aliased=aliased,
+        lowered=lowered,
+    )
+    decided = plan_decisions(frontier, crawldb, cfg, gen, inputs).persist()
     try:
         # One action for the three one-row aggregates.
         row = tables.one_row(

@@ -384,7 +384,10 @@ def result_row(record: Mapping[str, Any]) -> tuple:
 
 
 def partition_fetcher(
-    cfg: Config, journal: JournalSpec | None = None, partitions: int = 1
+    cfg: Config,
+    journal: JournalSpec | None = None,
+    partitions: int = 1,
+    deadline_seconds: float | None = None,
 ) -> Callable[[Iterable[Row]], Iterator[tuple]]:
     """The ``mapPartitions`` function: fetch_inputs rows of some slots -> RESULT_SCHEMA tuples.
 
@@ -393,7 +396,8 @@ def partition_fetcher(
     one list. In a Spark task, a watcher ends the task's process once its JVM is gone
     (crawllib.engine.watch), and with ``journal`` (the slice's, of ``partitions`` tasks) the task
     keeps one (crawllib.store.journal): it waits while another attempt of it fetches, yields what
-    earlier attempts fetched and fetches only the rest.
+    earlier attempts fetched and fetches only the rest. ``deadline_seconds``: what is left of the
+    generation's fetch.deadline_seconds (None: all of it).
     """
 
     def fetch_partition(rows: Iterable[Row]) -> Iterator[tuple]:
@@ -429,6 +433,7 @@ def partition_fetcher(
             partitions=partitions,
             partition=task.partitionId() if task is not None else 0,
             watch=task is not None,
+            deadline_seconds=deadline_seconds,
         )
         for record in records:
             if record["record"] == Record.ROBOTS:
@@ -465,7 +470,11 @@ def with_task(inputs: DataFrame, hosts: DataFrame | None, cfg: Config) -> DataFr
 
 
 def fetch_results(
-    inputs: DataFrame, cfg: Config, partitions: int, journal: JournalSpec | None = None
+    inputs: DataFrame,
+    cfg: Config,
+    partitions: int,
+    journal: JournalSpec | None = None,
+    deadline_seconds: float | None = None,
 ) -> DataFrame:
     """Fetch (lazily: when an action runs) every URL of :func:`fetch_inputs` rows.
 
@@ -478,7 +487,8 @@ def fetch_results(
     partitions = max(1, partitions)
     by = "task" if "task" in inputs.columns else "slot"
     grouped = inputs.repartition(partitions, by).drop("task")
-    rdd = grouped.rdd.mapPartitions(partition_fetcher(cfg, journal, partitions))
+    fetcher = partition_fetcher(cfg, journal, partitions, deadline_seconds)
+    rdd = grouped.rdd.mapPartitions(fetcher)
     return inputs.sparkSession.createDataFrame(rdd, RESULT_SCHEMA, verifySchema=False)
 
 

@@ -17,6 +17,8 @@ Every ranking is a total order, so a rerun decides the same way: generate.order 
 
 from __future__ import annotations
 
+import dataclasses
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -519,20 +521,35 @@ def with_slice(df: DataFrame, slices: int, order: list[Column] | None = None) ->
     return df.withColumn("slice", F.pmod(rank - 1, F.lit(slices)).cast("int"))
 
 
+@dataclasses.dataclass(frozen=True)
+class PlanInputs:
+    """What :func:`plan_decisions` decides with, beside the frontier and crawldb; each is
+    optional (None: that rule does not apply, or its default).
+
+    ``held``: slots held back (:func:`held_slots`); ``addresses``: the slots' addresses
+    (:func:`with_slot`); ``used``: the budgets' use (default :func:`attempted_in_crawldb`);
+    ``as_of``: the generation's clock, epoch seconds (revisits are due by it); ``excluded``:
+    the operator's exclusions; ``trapped``: URL patterns judged traps; ``delays``: each slot's
+    delay (:func:`cap_by_time`); ``aliased``: hosts judged aliases; ``lowered``: the depths
+    shorter paths lower (crawllib.stages.depths)."""
+
+    held: DataFrame | None = None
+    addresses: DataFrame | None = None
+    used: Used | None = None
+    as_of: float | None = None
+    excluded: Exclusions | None = None
+    trapped: DataFrame | None = None
+    delays: DataFrame | None = None
+    aliased: DataFrame | None = None
+    lowered: Lowered | None = None
+
+
 def plan_decisions(
     frontier: DataFrame,
     crawldb: DataFrame,
     cfg: Config,
     gen: int,
-    held: DataFrame | None = None,
-    addresses: DataFrame | None = None,
-    used: Used | None = None,
-    as_of: float | None = None,
-    excluded: Exclusions | None = None,
-    trapped: DataFrame | None = None,
-    delays: DataFrame | None = None,
-    aliased: DataFrame | None = None,
-    lowered: Lowered | None = None,
+    inputs: PlanInputs = PlanInputs(),
 ) -> DataFrame:
     """Candidates of ``gen`` with every decision: new frontier URLs (deduped, not in crawldb),
     due crawldb URLs and, when ``as_of`` (the generation's clock, epoch seconds) is given and
@@ -546,24 +563,27 @@ def plan_decisions(
     (generate.fetch_seconds at each slot's delay, ``delays``: :func:`cap_by_time`) and per
     generation (generate.top_n), in generate.order. ``lowered``: the depths shorter paths
     lower (crawllib.stages.depths), applied to new and known URLs before any decision (a
-    URL filtered for depth that comes within crawl.max_depth is a candidate again). In:
+    URL filtered for depth that comes within crawl.max_depth is a candidate again). The
+    names in double backquotes are the fields of ``inputs`` (:class:`PlanInputs`). In:
     frontier rows of gen, crawldb. Out: DECIDED_COLUMNS.
     """
     fresh = new_candidates(dedup_frontier(frontier), crawldb)
-    if lowered is not None:
-        fresh = with_depths(fresh, lowered)
-        crawldb = with_lowered_depths(crawldb, lowered.depths, cfg, gen, lowered.small)
+    if inputs.lowered is not None:
+        fresh = with_depths(fresh, inputs.lowered)
+        crawldb = with_lowered_depths(
+            crawldb, inputs.lowered.depths, cfg, gen, inputs.lowered.small
+        )
     new = frontier_as_crawldb_rows(fresh, gen).select(CANDIDATE_COLUMNS)
-    known = pending_from_crawldb(crawldb, gen, as_of)
-    if as_of is not None and revisits(cfg.recrawl):
-        known = known.unionByName(due_revisits(crawldb, gen, as_of))
+    known = pending_from_crawldb(crawldb, gen, inputs.as_of)
+    if inputs.as_of is not None and revisits(cfg.recrawl):
+        known = known.unionByName(due_revisits(crawldb, gen, inputs.as_of))
     share = cfg.generate.revisit_share
     order = score_order(cfg)
     return (
         new.unionByName(known.select(CANDIDATE_COLUMNS))
-        .transform(lambda df: with_slot(df, cfg, addresses))
-        .transform(lambda df: with_filter_reason(df, cfg, excluded))
-        .transform(lambda df: filter_trapped(df, trapped))
+        .transform(lambda df: with_slot(df, cfg, inputs.addresses))
+        .transform(lambda df: with_filter_reason(df, cfg, inputs.excluded))
+        .transform(lambda df: filter_trapped(df, inputs.trapped))
         .withColumn(
             "filter_reason",
             F.when(
@@ -571,11 +591,11 @@ def plan_decisions(
                 F.col("filter_reason"),
             ),
         )
-        .transform(lambda df: filter_aliases(df, aliased))
-        .transform(lambda df: apply_budgets(df, used or attempted_in_crawldb(crawldb), cfg))
+        .transform(lambda df: filter_aliases(df, inputs.aliased))
+        .transform(lambda df: apply_budgets(df, inputs.used or attempted_in_crawldb(crawldb), cfg))
         .transform(lambda df: cap_per_host(df, cfg.generate.max_per_host, share, order))
-        .transform(lambda df: hold(df, held, cfg.politeness.key == "ip"))
-        .transform(lambda df: cap_by_time(df, delays, cfg, order))
+        .transform(lambda df: hold(df, inputs.held, cfg.politeness.key == "ip"))
+        .transform(lambda df: cap_by_time(df, inputs.delays, cfg, order))
         .transform(lambda df: cap_generation(df, cfg.generate.top_n, order))
         .select(DECIDED_COLUMNS)
     )

@@ -152,8 +152,52 @@ def crawldb_updates(
     crawl.now; ``cash`` (dst_key, cash: :func:`crawllib.transforms.priority.link_cash` of
     gen) is added to the score of the URLs it names (score_gen = gen). Out: CRAWLDB columns,
     one row per fetched url_key.
+
+    Each column group has its builder, over one :class:`_Visit` (the fetch's outcome beside
+    crawldb's row before it, ``old_x``): status, reason, schedule, validators.
     """
-    updated_at = F.current_timestamp() if updated_at is None else updated_at
+    v = _Visit(cfg)
+    schedule = _Schedule(v, cfg)
+    return (
+        _visits(fetches, texts, crawldb, cash)
+        .withColumns(
+            {
+                "attempts": v.attempts,
+                "status": _status(v, cfg),
+                "fetch_interval": v.on_visit(schedule.interval.seconds, "old_fetch_interval"),
+            }
+        )
+        .select(
+            *columns_of(
+                CRAWLDB,
+                domain=F.coalesce(F.col("old_domain"), _domain_udf(F.col("host"))),
+                reason=_reason(v, cfg),
+                # the shortest way found: a URL followed in its task may be known deeper
+                depth=F.least(F.col("old_depth"), F.col("depth")),
+                first_gen=F.coalesce(F.col("old_first_gen"), F.lit(gen)),
+                last_gen=F.when(v.deferred, F.col("old_last_gen")).otherwise(F.lit(gen)),
+                # a failed URL is due again by time, in the first generation after not_before
+                next_gen=F.when(v.is_status(Status.FAILED) | v.deferred, F.lit(gen + 1)),
+                not_before=F.when(
+                    v.is_status(Status.FAILED),
+                    F.timestamp_seconds(F.unix_micros(schedule.at) / 1_000_000 + v.retry_in),
+                ),
+                updated_at=F.current_timestamp() if updated_at is None else updated_at,
+                **schedule.columns(v),
+                **_validators(v),
+                **_score(gen),
+                redirects=F.col("old_redirects"),
+            )
+        )
+    )
+
+
+def _visits(
+    fetches: DataFrame, texts: DataFrame, crawldb: DataFrame, cash: DataFrame | None
+) -> DataFrame:
+    """One row per fetched URL: the fetch (``visited_at``, ``new_etag``, ...), its text
+    (``text_hash``, ``_noindex``, duplicate marks), crawldb's row before it (``old_x``) and the
+    cash it receives (``_cash``, null when none)."""
     texts = texts.select(
         "url_key",
         "duplicate_of",
@@ -182,139 +226,166 @@ def crawldb_updates(
         .join(texts, on="url_key", how="left")
         .join(before, on="url_key", how="left")
     )
-    if cash is not None:
-        joined = joined.join(
-            cash.select(F.col("dst_key").alias("url_key"), F.col("cash").alias("_cash")),
-            on="url_key",
-            how="left",
-        )
-    else:
-        joined = joined.withColumn("_cash", F.lit(None).cast("double"))
-    passed = F.col("_cash").isNotNull()
-    outcome, old = F.col("outcome"), F.col  # old("old_x"): crawldb's x before the fetch
-    deferred = outcome == Outcome.DEFERRED
-    not_modified = outcome == Outcome.NOT_MODIFIED
-    visited = outcome.isin(*VISITED_OUTCOMES)
-    had_version = old("old_status").isin(*REVISITED_STATUSES)
-    # A revisit is a new visit: its attempts count from 0.
-    previous = F.when(had_version, F.lit(0)).otherwise(F.coalesce(old("old_attempts"), F.lit(0)))
-    attempts = F.when(deferred, F.coalesce(old("old_attempts"), F.lit(0))).otherwise(previous + 1)
-    retry_in = F.lit(cfg.fetch.retry_backoff_seconds) * F.pow(F.lit(2), attempts - 1)
-    max_attempts = cfg.fetch.max_attempts
-    status = (
-        F.when((outcome == Outcome.OK) & _soft_404(), Status.GONE)
-        .when((outcome == Outcome.OK) & F.col("_noindex"), Status.NOINDEX)
-        .when((outcome == Outcome.OK) & F.col("duplicate_of").isNotNull(), Status.DUPLICATE)
-        .when(outcome == Outcome.OK, Status.FETCHED)
-        .when(not_modified & had_version, old("old_status"))
-        .when(not_modified, Status.FETCHED)
-        .when(outcome == Outcome.REDIRECT, Status.REDIRECTED)
-        .when(deferred & had_version, old("old_status"))
-        .when(deferred, Status.QUEUED)
+    if cash is None:
+        return joined.withColumn("_cash", F.lit(None).cast("double"))
+    return joined.join(
+        cash.select(F.col("dst_key").alias("url_key"), F.col("cash").alias("_cash")),
+        on="url_key",
+        how="left",
+    )
+
+
+class _Visit:
+    """The conditions every column group of :func:`crawldb_updates` reads: what the fetch did
+    (``outcome``), and crawldb's row before it (``old_x``)."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.outcome = F.col("outcome")
+        self.ok = self.outcome == Outcome.OK
+        self.deferred = self.outcome == Outcome.DEFERRED
+        self.not_modified = self.outcome == Outcome.NOT_MODIFIED
+        self.visited = self.outcome.isin(*VISITED_OUTCOMES)
+        self.had_version = F.col("old_status").isin(*REVISITED_STATUSES)
+        old_attempts = F.coalesce(F.col("old_attempts"), F.lit(0))
+        # A revisit is a new visit: its attempts count from 0.
+        previous = F.when(self.had_version, F.lit(0)).otherwise(old_attempts)
+        self.attempts = F.when(self.deferred, old_attempts).otherwise(previous + 1)
+        self.retry_in = F.lit(cfg.fetch.retry_backoff_seconds) * F.pow(F.lit(2), self.attempts - 1)
+
+    @staticmethod
+    def is_status(status: str) -> Column:
+        """The new status (the ``status`` column :func:`_status` wrote) is ``status``."""
+        return F.col("status") == status
+
+    def on_visit(self, value: Column, otherwise: str) -> Column:
+        """``value`` when the fetch reached the page, else crawldb's ``otherwise`` column."""
+        return F.when(self.visited, value).otherwise(F.col(otherwise))
+
+
+def _status(v: _Visit, cfg: Config) -> Column:
+    """crawldb's status after the fetch (docs/architecture.md, "fetch outcome | crawldb status")."""
+    return (
+        F.when(v.ok & _soft_404(), Status.GONE)
+        .when(v.ok & F.col("_noindex"), Status.NOINDEX)
+        .when(v.ok & F.col("duplicate_of").isNotNull(), Status.DUPLICATE)
+        .when(v.ok, Status.FETCHED)
+        .when(v.not_modified & v.had_version, F.col("old_status"))
+        .when(v.not_modified, Status.FETCHED)
+        .when(v.outcome == Outcome.REDIRECT, Status.REDIRECTED)
+        .when(v.deferred & v.had_version, F.col("old_status"))
+        .when(v.deferred, Status.QUEUED)
         .when(F.col("error_kind").isin(*PERMANENT_ERRORS), Status.DEAD)
-        .when(_retryable(), F.when(attempts >= max_attempts, Status.DEAD).otherwise(Status.FAILED))
-        .when(outcome == Outcome.HTTP_ERROR, Status.GONE)
-        .when(outcome == Outcome.ROBOTS_DENIED, Status.ROBOTS_DENIED)
-        .when(outcome == Outcome.BLOCKED, Status.BLOCKED)
-    )
-    # The schedule, for visits that reached the page.
-    revisit = old("old_fetched_at").isNotNull()
-    same_text = not_modified | F.col("text_hash").eqNullSafe(old("old_content_hash"))
-    changed = revisit & ~same_text
-    unchanged = revisit & same_text
-    interval = next_interval(
-        cfg.recrawl,
-        SPARK,
-        F.coalesce(old("old_fetch_interval"), F.lit(cfg.recrawl.default_interval_hours * HOUR)),
-        revisit,
-        changed,
-    )
-    clock = parse_now(cfg.crawl.now)
-    at = F.col("visited_at") if clock is None else F.timestamp_seconds(F.lit(clock))
-    due = (
-        F.timestamp_seconds(F.unix_micros(at) / 1_000_000 + F.col("fetch_interval"))
-        if revisits(cfg.recrawl)
-        else F.lit(None)
-    )
-
-    def on_visit(value: Column, otherwise: str) -> Column:
-        return F.when(visited, value).otherwise(F.col(otherwise))
-
-    def count(flag: Column, column: str) -> Column:
-        return F.coalesce(F.col(column), F.lit(0)) + F.when(visited & flag, 1).otherwise(0)
-
-    http_reason = F.concat(F.lit("http_"), F.col("http_status").cast("string"))
-    is_status = F.col("status")
-    return joined.withColumns(
-        {
-            "attempts": attempts,
-            "status": status,
-            "fetch_interval": on_visit(interval.seconds, "old_fetch_interval"),
-        }
-    ).select(
-        *columns_of(
-            CRAWLDB,
-            domain=F.coalesce(F.col("old_domain"), _domain_udf(F.col("host"))),
-            reason=F.when(is_status.isin(Status.FETCHED, Status.NOINDEX), F.lit(None))
-            .when(not_modified | (deferred & had_version), F.col("old_reason"))
-            .when(
-                is_status == Status.DUPLICATE,
-                F.coalesce(F.col("duplicate_kind"), F.lit(Status.DUPLICATE)),
-            )
-            .when(
-                is_status == Status.REDIRECTED,
-                F.coalesce(
-                    F.col("error_kind"),  # bad_location: a target that cannot be crawled
-                    F.when(
-                        F.coalesce(F.col("old_redirects"), F.lit(0)) >= cfg.fetch.max_redirects,
-                        F.lit(ErrorKind.TOO_MANY_REDIRECTS),
-                    ),
-                ),
-            )
-            .when((outcome == Outcome.OK) & _soft_404(), F.lit(DuplicateKind.SOFT_404))
-            .otherwise(F.coalesce(F.col("error_kind"), http_reason, outcome)),
-            # the shortest way found: a URL followed in its task may be known deeper
-            depth=F.least(F.col("old_depth"), F.col("depth")),
-            first_gen=F.coalesce(F.col("old_first_gen"), F.lit(gen)),
-            last_gen=F.when(deferred, F.col("old_last_gen")).otherwise(F.lit(gen)),
-            # a failed URL is due again by time, in the first generation after not_before
-            next_gen=F.when((is_status == Status.FAILED) | deferred, F.lit(gen + 1)),
-            not_before=F.when(
-                is_status == Status.FAILED,
-                F.timestamp_seconds(F.unix_micros(at) / 1_000_000 + retry_in),
-            ),
-            http_status=F.when(deferred | not_modified, F.col("old_http_status")).otherwise(
-                F.col("http_status")
-            ),
-            content_hash=F.when(outcome == Outcome.OK, F.col("text_hash")).otherwise(
-                F.col("old_content_hash")
-            ),
-            updated_at=updated_at,
-            fetched_at=on_visit(at, "old_fetched_at"),
-            next_fetch_at=on_visit(due, "old_next_fetch_at"),
-            interval_source=on_visit(interval.source, "old_interval_source"),
-            # a 304 may omit the validators: the stored version's stand
-            etag=F.when(outcome == Outcome.OK, F.col("new_etag"))
-            .when(not_modified, F.coalesce(F.col("new_etag"), F.col("old_etag")))
-            .otherwise(F.col("old_etag")),
-            last_modified=F.when(outcome == Outcome.OK, F.col("new_last_modified"))
-            .when(
-                not_modified,
-                F.coalesce(F.col("new_last_modified"), F.col("old_last_modified")),
-            )
-            .otherwise(F.col("old_last_modified")),
-            changed_at=on_visit(
-                F.when(~unchanged, at).otherwise(F.col("old_changed_at")), "old_changed_at"
-            ),
-            visits_changed=count(changed, "old_visits_changed"),
-            visits_unchanged=count(unchanged, "old_visits_unchanged"),
-            score=F.when(
-                passed, F.coalesce(F.col("old_score"), F.lit(0.0)) + F.col("_cash")
-            ).otherwise(F.col("old_score")),
-            score_gen=F.when(passed, F.lit(gen)).otherwise(F.col("old_score_gen")),
-            redirects=F.col("old_redirects"),
+        .when(
+            _retryable(),
+            F.when(v.attempts >= cfg.fetch.max_attempts, Status.DEAD).otherwise(Status.FAILED),
         )
+        .when(v.outcome == Outcome.HTTP_ERROR, Status.GONE)
+        .when(v.outcome == Outcome.ROBOTS_DENIED, Status.ROBOTS_DENIED)
+        .when(v.outcome == Outcome.BLOCKED, Status.BLOCKED)
     )
+
+
+def _reason(v: _Visit, cfg: Config) -> Column:
+    """Why a URL has its status: none when fetched, the duplicate kind, the redirect's
+    trouble, the soft 404, else the error kind, ``http_<status>`` or the outcome."""
+    http_reason = F.concat(F.lit("http_"), F.col("http_status").cast("string"))
+    return (
+        F.when(F.col("status").isin(Status.FETCHED, Status.NOINDEX), F.lit(None))
+        .when(v.not_modified | (v.deferred & v.had_version), F.col("old_reason"))
+        .when(
+            v.is_status(Status.DUPLICATE),
+            F.coalesce(F.col("duplicate_kind"), F.lit(Status.DUPLICATE)),
+        )
+        .when(
+            v.is_status(Status.REDIRECTED),
+            F.coalesce(
+                F.col("error_kind"),  # bad_location: a target that cannot be crawled
+                F.when(
+                    F.coalesce(F.col("old_redirects"), F.lit(0)) >= cfg.fetch.max_redirects,
+                    F.lit(ErrorKind.TOO_MANY_REDIRECTS),
+                ),
+            ),
+        )
+        .when(v.ok & _soft_404(), F.lit(DuplicateKind.SOFT_404))
+        .otherwise(F.coalesce(F.col("error_kind"), http_reason, v.outcome))
+    )
+
+
+class _Schedule:
+    """The revisit schedule of a visit that reached the page: was the page changed, its next
+    interval (crawllib.policy.revisit), the visit's time ``at`` (crawl.now when set)."""
+
+    def __init__(self, v: _Visit, cfg: Config) -> None:
+        revisit = F.col("old_fetched_at").isNotNull()
+        same_text = v.not_modified | F.col("text_hash").eqNullSafe(F.col("old_content_hash"))
+        self.changed = revisit & ~same_text
+        self.unchanged = revisit & same_text
+        self.interval = next_interval(
+            cfg.recrawl,
+            SPARK,
+            F.coalesce(
+                F.col("old_fetch_interval"), F.lit(cfg.recrawl.default_interval_hours * HOUR)
+            ),
+            revisit,
+            self.changed,
+        )
+        clock = parse_now(cfg.crawl.now)
+        self.at = F.col("visited_at") if clock is None else F.timestamp_seconds(F.lit(clock))
+        # from the new fetch_interval column
+        self.due = (
+            F.timestamp_seconds(F.unix_micros(self.at) / 1_000_000 + F.col("fetch_interval"))
+            if revisits(cfg.recrawl)
+            else F.lit(None)
+        )
+
+    def columns(self, v: _Visit) -> dict[str, Column]:
+        """The schedule's crawldb columns (fetch_interval is set before, as ``due`` reads it)."""
+
+        def count(flag: Column, column: str) -> Column:
+            return F.coalesce(F.col(column), F.lit(0)) + F.when(v.visited & flag, 1).otherwise(0)
+
+        return {
+            "fetched_at": v.on_visit(self.at, "old_fetched_at"),
+            "next_fetch_at": v.on_visit(self.due, "old_next_fetch_at"),
+            "interval_source": v.on_visit(self.interval.source, "old_interval_source"),
+            "changed_at": v.on_visit(
+                F.when(~self.unchanged, self.at).otherwise(F.col("old_changed_at")),
+                "old_changed_at",
+            ),
+            "visits_changed": count(self.changed, "old_visits_changed"),
+            "visits_unchanged": count(self.unchanged, "old_visits_unchanged"),
+        }
+
+
+def _validators(v: _Visit) -> dict[str, Column]:
+    """What the next request sends and compares: the status, the text's hash, the validators
+    (a 304 may omit them: the stored version's stand)."""
+    return {
+        "http_status": F.when(v.deferred | v.not_modified, F.col("old_http_status")).otherwise(
+            F.col("http_status")
+        ),
+        "content_hash": F.when(v.ok, F.col("text_hash")).otherwise(F.col("old_content_hash")),
+        "etag": F.when(v.ok, F.col("new_etag"))
+        .when(v.not_modified, F.coalesce(F.col("new_etag"), F.col("old_etag")))
+        .otherwise(F.col("old_etag")),
+        "last_modified": F.when(v.ok, F.col("new_last_modified"))
+        .when(
+            v.not_modified,
+            F.coalesce(F.col("new_last_modified"), F.col("old_last_modified")),
+        )
+        .otherwise(F.col("old_last_modified")),
+    }
+
+
+def _score(gen: int) -> dict[str, Column]:
+    """The cash the URL's inlinks passed it this generation, added to its score."""
+    passed = F.col("_cash").isNotNull()
+    return {
+        "score": F.when(
+            passed, F.coalesce(F.col("old_score"), F.lit(0.0)) + F.col("_cash")
+        ).otherwise(F.col("old_score")),
+        "score_gen": F.when(passed, F.lit(gen)).otherwise(F.col("old_score_gen")),
+    }
 
 
 def score_updates(cash: DataFrame, fetched: DataFrame, gen: int) -> DataFrame:

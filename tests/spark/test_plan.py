@@ -21,6 +21,7 @@ from crawllib.store import generations, tables
 from crawllib.store.schemas import CRAWLDB, FRONTIER
 from crawllib.transforms import exclusions
 from crawllib.transforms.plan import (
+    PlanInputs,
     apply_budgets,
     attempted_in_crawldb,
     attempted_in_hosts,
@@ -735,9 +736,8 @@ def test_exclusions_filter_new_pending_and_revisited_urls(spark, spark_cfg, tmp_
             },
         ],
     )
-    decided = plan_decisions(
-        frontier, crawldb, cfg, 0, as_of=T1.timestamp(), excluded=exclusions.load(cfg, spark)
-    )
+    inputs = PlanInputs(as_of=T1.timestamp(), excluded=exclusions.load(cfg, spark))
+    decided = plan_decisions(frontier, crawldb, cfg, 0, inputs)
     reasons = {r["url_key"]: r["filter_reason"] for r in decided.collect()}
     assert reasons == {
         1: None,
@@ -766,12 +766,15 @@ def test_a_time_budget_gives_each_slot_what_its_delay_allows(spark, spark_cfg):
         generate__fetch_seconds=20.0,
         politeness__default_delay=1.0,
     )
-    decided = plan_decisions(frontier, crawldb_df(spark, []), cfg, 0, delays=delays).cache()
+    decided = plan_decisions(frontier, crawldb_df(spark, []), cfg, 0, PlanInputs(delays=delays))
+    decided = decided.cache()
     chosen = collections.Counter(r["host"] for r in decided.where(~F.col("deferred")).collect())
     assert chosen == {"fast.test": 21, "slow.test": 3}
     assert count_decisions(decided).first()["deferred_time"] == 9 + 27
     unlimited = replace(cfg, generate__fetch_seconds=0.0)
-    decided = plan_decisions(frontier, crawldb_df(spark, []), unlimited, 0, delays=delays)
+    decided = plan_decisions(
+        frontier, crawldb_df(spark, []), unlimited, 0, PlanInputs(delays=delays)
+    )
     assert decided.where(F.col("deferred")).isEmpty()
 
 
@@ -802,13 +805,14 @@ def test_with_key_ip_a_held_host_waits_alone_and_an_address_holds_all_of_its_hos
     ).unionByName(hosts_rows(spark, [("10.0.0.2", later, "down", None)], kind="address"))
     cfg = replace(spark_cfg, politeness__key="ip")
     held = held_slots(stored, cfg)
-    decided = plan_decisions(frontier, crawldb_df(spark, []), cfg, 0, held, addresses)
+    inputs = PlanInputs(held=held, addresses=addresses)
+    decided = plan_decisions(frontier, crawldb_df(spark, []), cfg, 0, inputs)
     planned = {(r["host"], r["slot"]) for r in decided.where(~F.col("deferred")).collect()}
     assert planned == {("b.test", "10.0.0.1")}
     held_hosts = {r["host"] for r in decided.where(F.col("held")).collect()}
     assert held_hosts == {"a.test", "c.test"}
     # with key = host, the address row holds nothing: its hosts are slots of their own
-    by_host = plan_decisions(frontier, crawldb_df(spark, []), spark_cfg, 0, held)
+    by_host = plan_decisions(frontier, crawldb_df(spark, []), spark_cfg, 0, PlanInputs(held=held))
     assert {r["host"] for r in by_host.where(F.col("held")).collect()} == {"a.test"}
     # what each waits for: its host's hold, else its address's
     waits = with_hold(
@@ -845,8 +849,7 @@ def test_a_time_budget_with_key_ip_caps_each_host_then_its_address(spark, spark_
         generate__fetch_seconds=20.0,
         politeness__default_delay=1.0,
     )
-    decided = plan_decisions(
-        frontier, crawldb_df(spark, []), cfg, 0, addresses=addresses, delays=delays
-    ).cache()
+    inputs = PlanInputs(addresses=addresses, delays=delays)
+    decided = plan_decisions(frontier, crawldb_df(spark, []), cfg, 0, inputs).cache()
     chosen = collections.Counter(r["host"] for r in decided.where(~F.col("deferred")).collect())
     assert chosen == {"fast.test": 21, "crawl.test": 3, "slow.test": 3}
