@@ -41,7 +41,7 @@ from benchmarks.scale_keys import session_conf, with_url_key, wrapping
 from crawllib.config import make_config
 from crawllib.core.vocab import Status
 from crawllib.store import integrity, lease, tables
-from crawllib.store.schemas import CRAWLDB, columns_of
+from crawllib.store.spark_schemas import CRAWLDB, columns_of
 
 log = logging.getLogger(__name__)
 

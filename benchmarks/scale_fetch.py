@@ -32,7 +32,7 @@ from crawllib.core.vocab import Outcome, Stage, StageState, words
 from crawllib.runs import runner
 from crawllib.stages.fetch import FetchResult
 from crawllib.store import generations, integrity, tables
-from crawllib.store.schemas import FETCHES, HOSTS, LINKS, PAGES, TEXTS, columns_of
+from crawllib.store.spark_schemas import FETCHES, HOSTS, LINKS, PAGES, TEXTS, columns_of
 from crawllib.transforms.fetch_inputs import HOSTS_UPDATE
 
 KNOWN_LINKS = 0.7  # of a page's links, the share to pages of this fetchlist; the rest are new

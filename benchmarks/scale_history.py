@@ -30,7 +30,7 @@ from benchmarks.scale_data import (
 )
 from benchmarks.scale_keys import with_url_key
 from crawllib.core.vocab import STAGES, DuplicateKind, FrontierReason, StageState, Status
-from crawllib.store.schemas import (
+from crawllib.store.spark_schemas import (
     FETCHES,
     FETCHLIST,
     FRONTIER,

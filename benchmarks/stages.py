@@ -25,7 +25,7 @@ from crawllib.core.vocab import IntervalSource, StageState, Status
 from crawllib.runs import runner
 from crawllib.stages import seeding
 from crawllib.store import lease, tables
-from crawllib.store.schemas import CRAWLDB, columns_of
+from crawllib.store.spark_schemas import CRAWLDB, columns_of
 from crawllib.testweb import WebSpec
 
 SPARK_OVERRIDES = [

@@ -200,6 +200,20 @@ def url_key(normalized_url: str) -> int:
     return mmh3.hash64(normalized_url.encode("utf-8"), seed=0, signed=True)[0]
 
 
+def redirect_target(url: str | None) -> tuple[str, int, str, str] | None:
+    """(normalised URL, url_key, host, registered domain) of a redirect target, or None if the
+    crawler cannot use it. The engine already normalises Location; this keeps the rule in one
+    place whatever gave the URL."""
+    if not url:
+        return None
+    try:
+        normalized = normalize_url(url)
+    except InvalidURL:
+        return None
+    host = host_of(normalized)
+    return normalized, url_key(normalized), host, registered_domain(host)
+
+
 def host_of(url: str) -> str:
     """Lowercase host of a URL without port or IPv6 brackets; '' if it has none."""
     try:

@@ -2,24 +2,19 @@
 
 A generation's fixed cost is job and commit latency, so each stage run counts them and
 records the figures with its counts (``spark_jobs``, ``spark_tasks``, ``delta_commits``,
-``files_written``; ``crawl status`` shows them, the benchmark checks the budgets). Jobs are
-those of the run's Spark job group, read from the status tracker (driver threads started with
-``tables.in_parallel`` inherit the group); commits and files are read from each table's Delta
-log between the versions before and after the run, on the driver, without a Spark job.
+``files_written``; ``crawl status`` shows them, the benchmark checks the budgets). On Spark,
+jobs are those of the run's Spark job group, read from the status tracker (driver threads
+started with ``tables.in_parallel`` inherit the group; crawllib.store.db.Db.job_group); the
+embedded engine runs none. Commits and files are read from each table's Delta log between
+the versions before and after the run.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
-from pyspark.sql import SparkSession
-
-from crawllib.store import tables
-
-_groups = itertools.count()
+from crawllib.store.db import Db
 
 
 @dataclasses.dataclass
@@ -42,78 +37,21 @@ class Cost:
         }
 
 
-@contextlib.contextmanager
-def job_group(spark: SparkSession, description: str) -> Iterator[str]:
-    """Run the block's Spark jobs in a job group of their own (named after ``description``,
-    shown in the Spark UI); yields the group's id."""
-    sc = spark.sparkContext
-    group = f"crawllib-{next(_groups)}"
-    before = sc.getLocalProperty("spark.jobGroup.id")
-    before_description = sc.getLocalProperty("spark.job.description")
-    sc.setJobGroup(group, description)
-    try:
-        yield group
-    finally:
-        if before is None:
-            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-            sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
-        else:
-            sc.setJobGroup(before, before_description or "")
-
-
-def jobs_of(spark: SparkSession, group: str) -> tuple[int, int]:
-    """(jobs, tasks) Spark ran in ``group`` so far (tasks of the stages it knows)."""
-    tracker = spark.sparkContext.statusTracker()
-    jobs = list(tracker.getJobIdsForGroup(group))
-    tasks = 0
-    for job in jobs:
-        info = tracker.getJobInfo(job)
-        for stage in info.stageIds if info is not None else ():
-            stage_info = tracker.getStageInfo(stage)
-            tasks += stage_info.numTasks if stage_info is not None else 0
-    return len(jobs), tasks
-
-
-def files_added(spark: SparkSession, root: str, name: str, after: int, upto: int) -> int:
-    """Data files the commits of table ``name`` in versions (after, upto] added, from its log."""
-    if upto <= after:
-        return 0
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
-        spark._jsparkSession, tables.table_path(root, name)
-    )
-    added = 0
-    changes = log.getChanges(after + 1, False)
-    while changes.hasNext():
-        version_actions = changes.next()
-        if version_actions._1() > upto:
-            break
-        actions = version_actions._2()
-        for i in range(actions.size()):
-            if actions.apply(i).getClass().getSimpleName() == "AddFile":
-                added += 1
-    return added
-
-
 def cost_between(
-    spark: SparkSession,
-    root: str,
+    db: Db,
     group: str,
     before: Mapping[str, int],
     after: Mapping[str, int],
     ledger_commits: int = 0,
 ) -> Cost:
-    """The cost of a run: its job group's jobs and tasks, the commits between the table
-    versions ``before`` and ``after`` (crawllib.store.integrity.current_versions), and the files
-    they added."""
-    jobs, tasks = jobs_of(spark, group)
+    """The cost of a run: its job group's jobs and tasks (Spark's; none on the embedded
+    engine), the commits between the table versions ``before`` and ``after``
+    (crawllib.store.integrity.current_versions), and the files they added."""
+    jobs, tasks = db.jobs_of(group)
     commits = {
         name: after[name] - before.get(name, -1)
         for name in after
         if after[name] > before.get(name, -1)
     }
-    files = sum(
-        files_added(spark, root, name, before.get(name, -1), after[name]) for name in commits
-    )
+    files = sum(db.files_added(name, before.get(name, -1), after[name]) for name in commits)
     return Cost(jobs, tasks, commits, files, ledger_commits)

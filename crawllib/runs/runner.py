@@ -13,8 +13,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from pyspark.sql import SparkSession
-
 from crawllib.config import Config, parse_now
 from crawllib.core import progress, stage_order
 from crawllib.core.errors import StageOrderError
@@ -24,7 +22,8 @@ from crawllib.core.vocab import STAGES, Stage, StageState, Waiting
 from crawllib.runs import metrics
 from crawllib.stages import fetch, plan, seeding, update
 from crawllib.stages.base import StageResult, StageRun
-from crawllib.store import generations, integrity, tables
+from crawllib.store import generations, integrity
+from crawllib.store.db import Db
 from crawllib.store.generations import Ledger
 
 log = logging.getLogger(__name__)
@@ -76,8 +75,7 @@ class Started:
 
 
 def run_stage(
-    spark: SparkSession,
-    root: str,
+    db: Db,
     cfg: Config,
     gen: int,
     stage: str,
@@ -92,14 +90,11 @@ def run_stage(
     of the generations table; it is updated with this stage's run. ``if_work``: a first plan
     that plans nothing records nothing (`_run_stage`).
     """
-    return _run_stage(
-        spark, root, cfg, gen, stage, force, ledger, if_work=if_work, reextract=reextract
-    )[0]
+    return _run_stage(db, cfg, gen, stage, force, ledger, if_work=if_work, reextract=reextract)[0]
 
 
 def _run_stage(
-    spark: SparkSession,
-    root: str,
+    db: Db,
     cfg: Config,
     gen: int,
     stage: str,
@@ -125,18 +120,17 @@ def _run_stage(
     ledger recorded (`crawllib.store.integrity`); its done row records the versions after it.
     """
     if ledger is None:
-        ledger = generations.read_ledger(spark, root)
+        ledger = generations.read_ledger(db)
     states = ledger.states
     if not should_run(states, gen, stage, force):
         log.info("gen %d %s: already done, skipped", gen, stage)
         return None, None
-    before = integrity.verify(spark, root, ledger.versions, ledger.recorded_by)
+    before = integrity.verify(db, ledger.versions, ledger.recorded_by)
     ledger_commits = 1  # the done row (with the next stage's running row, when chained)
     if started is not None and (started.gen, started.stage) == (gen, stage):
         at = started.at
         run = StageRun(
-            spark,
-            root,
+            db,
             cfg,
             gen,
             first=started.first,
@@ -156,8 +150,7 @@ def _run_stage(
             stage == Stage.UPDATE and (gen, Stage.PARSE) in states
         )
         run = StageRun(
-            spark,
-            root,
+            db,
             cfg,
             gen,
             first=first,
@@ -167,20 +160,20 @@ def _run_stage(
             reextract=reextract,
         )
         if not (first and stage == Stage.PLAN):
-            generations.record(spark, root, gen, stage, StageState.RUNNING, at)
+            generations.record(db, gen, stage, StageState.RUNNING, at)
             ledger_commits += 1
     states[(gen, stage)] = StageState.RUNNING
     t0 = time.monotonic()
     log.info("gen %d %s: started", gen, stage)
-    with metrics.job_group(spark, f"gen {gen} {stage}") as group:
+    with db.job_group(f"gen {gen} {stage}") as group:
         try:
             result = RUNNERS[stage](run)
         except BaseException:
-            generations.record(spark, root, gen, stage, StageState.FAILED, at)
+            generations.record(db, gen, stage, StageState.FAILED, at)
             states[(gen, stage)] = StageState.FAILED
             raise
-        versions = integrity.current_versions(spark, root)
-        cost = metrics.cost_between(spark, root, group, before, versions, ledger_commits)
+        versions = integrity.current_versions(db)
+        cost = metrics.cost_between(db, group, before, versions, ledger_commits)
     if if_work and run.first and isinstance(result, plan.PlanResult) and not result.planned:
         log.info("gen %d plan: nothing to plan now; nothing recorded", gen)
         states.pop((gen, stage), None)
@@ -188,9 +181,7 @@ def _run_stage(
     following = None
     chain = (gen, then) if then and states.get((gen, then)) != StageState.DONE else None
     counts = {**result.as_counts(), **cost.as_counts()}
-    finished = generations.record(
-        spark, root, gen, stage, StageState.DONE, at, counts, chain, versions
-    )
+    finished = generations.record(db, gen, stage, StageState.DONE, at, counts, chain, versions)
     states[(gen, stage)] = StageState.DONE
     ledger.versions, ledger.recorded_by = versions, f"gen {gen} {stage}"
     if chain:
@@ -198,10 +189,11 @@ def _run_stage(
         states[chain] = StageState.RUNNING
     # the stage's own log line names its counts
     log.info(
-        "gen %d %s: done in %.1fs; %d Spark jobs, %d Delta commits",
+        "gen %d %s: done in %.1fs (%s engine); %d Spark jobs, %d Delta commits",
         gen,
         stage,
         time.monotonic() - t0,
+        db.engine,
         cost.jobs,
         sum(cost.commits.values()) + cost.ledger_commits,
     )
@@ -209,8 +201,7 @@ def _run_stage(
 
 
 def run_generation(
-    spark: SparkSession,
-    root: str,
+    db: Db,
     cfg: Config,
     gen: int | None = None,
     ledger: Ledger | None = None,
@@ -225,15 +216,14 @@ def run_generation(
     A stage's ``done`` row and the next stage's ``running`` row are one commit.
     """
     if ledger is None:
-        ledger = generations.read_ledger(spark, root)
+        ledger = generations.read_ledger(db)
     if gen is None:
         gen = stage_order.next_gen(ledger.states)
     started = None
     for i, stage in enumerate(STAGES, start=1):
         then = STAGES[i] if i < len(STAGES) else None
         result, started = _run_stage(
-            spark,
-            root,
+            db,
             cfg,
             gen,
             stage,
@@ -265,16 +255,15 @@ _SHOWN = (
 )
 
 
-def nothing_left(spark: SparkSession, root: str, cfg: Config, gen: int, states: States) -> bool:
+def nothing_left(db: Db, cfg: Config, gen: int, states: States) -> bool:
     """Whether nothing is due at ``gen`` now: no stage of it has run, and planning it would
     choose nothing (`plan.has_work`). A generation started is finished whatever it holds."""
     partly_done = any((gen, s) in states for s in STAGES)
-    return not partly_done and not plan.has_work(spark, root, cfg, gen)
+    return not partly_done and not plan.has_work(db, cfg, gen)
 
 
 def run_crawl(
-    spark: SparkSession,
-    root: str,
+    db: Db,
     cfg: Config,
     seeds: str | None,
     generations_wanted: int | None = None,
@@ -293,16 +282,16 @@ def run_crawl(
     Returns the generations run now; empty when the crawl had already done them (or has
     nothing due).
     """
-    integrity.check_root(spark, root)  # before the first write: init's upgrades, seeds
-    created = tables.init_tables(spark, root, upgrade=True)
+    integrity.check_root(db)  # before the first write: init's upgrades, seeds
+    created = db.init_tables(upgrade=True)
     if created:
-        log.info("initialised crawl root %s", normalize_root(root))
+        log.info("initialised crawl root %s", normalize_root(db.root))
     # Read once: from here on this process is the one recording stage runs, and
     # run_generation keeps the ledger up to date.
-    ledger = generations.read_ledger(spark, root)
+    ledger = generations.read_ledger(db)
     states = ledger.states
     if seeds:
-        report = seeding.seed(spark, root, seeds, cfg, stage_order.next_seed_gen(states))
+        report = seeding.seed(db, seeds, cfg, stage_order.next_seed_gen(states))
         for r in report.rejected:
             log.warning("%s: invalid seed %r: %s", r.where, r.text, r.reason)
         log.info(
@@ -313,14 +302,14 @@ def run_crawl(
         gen = stage_order.next_gen(states)
         if generations_wanted is not None and gen >= generations_wanted:
             break
-        idle = nothing_left(spark, root, cfg, gen, states)
+        idle = nothing_left(db, cfg, gen, states)
         if not idle:
             fresh = not any((gen, s) in states for s in STAGES)
-            idle = run_generation(spark, root, cfg, gen, ledger=ledger, if_work=fresh) is None
+            idle = run_generation(db, cfg, gen, ledger=ledger, if_work=fresh) is None
             if not idle:
                 ran.append(gen)
                 continue
-        waiting = plan.waits(spark, root, cfg, gen)
+        waiting = plan.waits(db, cfg, gen)
         now = plan.clock_now(cfg)
         line = describe_waits(waiting, now)
         log.info("gen %d: %s", gen, line)

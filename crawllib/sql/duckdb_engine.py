@@ -28,6 +28,7 @@ from crawllib.core.errors import EngineUnavailable, QueryRefused
 from crawllib.core.vocab import LATER_TABLES, TABLE_NAMES
 from crawllib.sql.duckdb_tree import columns_used, relations_read, syntax_tree
 from crawllib.sql.views import ONLY_QUERIES, VIEWS, view_sql
+from crawllib.store.deltars import DeltaScan, table_location
 
 if TYPE_CHECKING:
     import duckdb
@@ -146,39 +147,6 @@ def check_query(con: duckdb.DuckDBPyConnection, query: str) -> str:
     raise QueryRefused(f"{ONLY_QUERIES}; refused: {kind.name}")
 
 
-class DeltaScan:
-    """One Delta table as DuckDB reads it (the Arrow PyCapsule protocol): every scan a fresh
-    delta-rs stream of the table's current version, deletion vectors applied, of the columns
-    ``wanted`` (None: all). The table is opened once, when DuckDB first asks for its schema."""
-
-    def __init__(self, uri: str, options: dict[str, str], wanted: frozenset[str] | None) -> None:
-        self.uri, self.options, self.wanted = uri, options, wanted
-        self._table: Any = None
-        self._columns: list[str] = []
-        self._schema: Any = None
-
-    def _open(self) -> None:
-        from deltalake import DeltaTable
-
-        self._table = DeltaTable(self.uri, storage_options=self.options or None)
-        names = [field.name for field in self._table.schema().fields]
-        # DuckDB reads no table without a column: count(*) alone reads the first
-        self._columns = [
-            n for n in names if self.wanted is None or n.lower() in self.wanted
-        ] or names[:1]
-        self._schema = self._table.scan(columns=self._columns).schema
-
-    def __arrow_c_schema__(self) -> object:
-        if self._table is None:
-            self._open()
-        return self._schema.__arrow_c_schema__()
-
-    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
-        if self._table is None:
-            self._open()
-        return self._table.scan(columns=self._columns).__arrow_c_stream__(requested_schema)
-
-
 def connect(max_memory: str | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB that reads no file and no Python variable, in UTC and sorting nulls
     as the Spark session does, with the views' macros, within ``max_memory`` (DuckDB's units:
@@ -221,56 +189,6 @@ def _rows(relation: duckdb.DuckDBPyRelation, watch: _Watch) -> Iterator[tuple[An
         # scans after the connection can abort the process
         with contextlib.suppress(duckdb.Error):
             watch.con.close()
-
-
-def table_location(root: str, cfg: Config) -> tuple[str, dict[str, str]]:
-    """Where the root's tables are for delta-rs, and its storage options: a local folder, or
-    ``s3://`` (for ``s3a://`` too) with the credentials and endpoint the Spark engine would use
-    (``spark.hadoop.fs.s3a.*`` in ``spark.conf``, else boto3's: environment, profile, instance
-    role)."""
-    if root.startswith("file:"):
-        root = re.sub(r"^file:(//)?", "", root)
-    scheme, sep, rest = root.partition("://")
-    if not sep:
-        return os.path.abspath(os.path.expanduser(root)).rstrip("/"), {}
-    if scheme not in ("s3", "s3a"):
-        raise EngineUnavailable(
-            f"the duckdb engine reads local and S3 crawl roots, not {scheme}://; use --engine spark"
-        )
-    return f"s3://{rest.rstrip('/')}", s3_options(cfg)
-
-
-def s3_options(cfg: Config) -> dict[str, str]:
-    """delta-rs storage options for S3, from the s3a settings in ``spark.conf`` or boto3."""
-    conf = {k: str(v) for k, v in cfg.spark.conf.items()}
-    s3a = "spark.hadoop.fs.s3a."
-    options: dict[str, str] = {}
-    endpoint = conf.get(s3a + "endpoint")
-    if endpoint:
-        options["AWS_ENDPOINT_URL"] = endpoint
-        if endpoint.startswith("http://"):
-            options["AWS_ALLOW_HTTP"] = "true"
-    if conf.get(s3a + "path.style.access", "").lower() == "true":
-        options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false"
-    if conf.get(s3a + "access.key"):
-        options["AWS_ACCESS_KEY_ID"] = conf[s3a + "access.key"]
-        options["AWS_SECRET_ACCESS_KEY"] = conf.get(s3a + "secret.key", "")
-    else:
-        import boto3
-
-        session = boto3.Session()
-        credentials = session.get_credentials()
-        if credentials is not None:
-            frozen = credentials.get_frozen_credentials()
-            options["AWS_ACCESS_KEY_ID"] = frozen.access_key
-            options["AWS_SECRET_ACCESS_KEY"] = frozen.secret_key
-            if frozen.token:
-                options["AWS_SESSION_TOKEN"] = frozen.token
-        if session.region_name:
-            options["AWS_REGION"] = session.region_name
-    if conf.get(s3a + "endpoint.region"):
-        options["AWS_REGION"] = conf[s3a + "endpoint.region"]
-    return options
 
 
 def _present(

@@ -24,11 +24,10 @@ import dataclasses
 import datetime as dt
 from typing import ClassVar, Self
 
-from pyspark.sql import DataFrame, SparkSession
-
 from crawllib.config import Config
 from crawllib.core.output import counts_line
-from crawllib.store import generations, tables
+from crawllib.store import generations
+from crawllib.store.db import Db, Rel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +55,7 @@ class StageResult:
 class StageRun:
     """One run of one stage for generation ``gen`` of the crawl at ``root``."""
 
-    spark: SparkSession
-    root: str
+    db: Db
     cfg: Config
     gen: int
     first: bool = False
@@ -75,21 +73,27 @@ class StageRun:
             return self.started_at.replace(tzinfo=dt.UTC).timestamp()
         starts = [
             r.started_at
-            for r in generations.read_rows(self.spark, self.root)
+            for r in generations.read_rows(self.db)
             if r.gen == self.gen and r.stage == stage
         ]
         first = min(starts) if starts else dt.datetime.now(dt.UTC).replace(tzinfo=None)
         return first.replace(tzinfo=dt.UTC).timestamp()
 
-    def read(self, name: str) -> DataFrame:
-        """The table ``name`` as it is now (a Delta DataFrame reads its latest version at each
-        action)."""
-        return tables.read(self.spark, self.root, name)
+    @property
+    def root(self) -> str:
+        return self.db.root
 
-    def replace_own(self, df: DataFrame, name: str, where: str) -> None:
-        """Write df as this stage's rows of table ``name``, the rows matching ``where``:
+    def read(self, name: str, where: str | None = None) -> Rel:
+        """The table ``name`` (its rows matching ``where``) as it is now."""
+        return self.db.table(name, where)
+
+    def sql(self, query: str, **inputs: Rel) -> Rel:
+        return self.db.sql(query, **inputs)
+
+    def replace_own(self, rel: Rel, name: str, where: str) -> None:
+        """Write ``rel`` as this stage's rows of table ``name``, the rows matching ``where``:
         replaced on a rerun, appended by a first run (there is nothing to replace)."""
         if self.first:
-            tables.append(df, self.root, name)
+            self.db.append(rel, name)
         else:
-            tables.replace_where(df, self.root, name, where)
+            self.db.replace_where(rel, name, where)

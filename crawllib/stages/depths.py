@@ -6,7 +6,7 @@ Each wave reads the links (and redirects) of the pages whose depth dropped in th
 from the generations they were fetched in (``first_gen`` to ``last_gen``: the links partitions
 of their visits), one link deeper each time, and stops when no depth within crawl.max_depth
 drops. In a generation whose frontier lowers no known depth (the usual case: breadth first,
-one generation per link) it costs one small job.
+one generation per link) it costs one small query.
 
 A crawl root made before depths were shortest paths (crawldb without the table property
 ``crawllib.depth = shortest``) is relaxed once from all its pages, sitemaps and seeds: its
@@ -16,16 +16,13 @@ the lowered depths are committed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-
-from crawllib.core.vocab import FrontierReason
+from crawllib.core.vocab import FrontierReason, Outcome
 from crawllib.stages.base import StageRun
-from crawllib.store import tables
+from crawllib.store.db import DEPTH_PROPERTY, DEPTH_SHORTEST, Rel
 from crawllib.transforms.depth import (
-    Lowered,
     below,
     expands,
     least,
@@ -34,112 +31,157 @@ from crawllib.transforms.depth import (
     shallowest,
 )
 from crawllib.transforms.lookup import rows_of
-from crawllib.transforms.update import redirect_target_key
+from crawllib.transforms.sqltext import lit
 
 log = logging.getLogger(__name__)
 
+# A lowered set this small is broadcast to the joins that apply it (a generation's worth).
+BROADCAST_KEYS = 2_000_000
 
-def lowered_depths(run: StageRun, frontier: DataFrame, new: DataFrame) -> Lowered | None:
+
+@dataclasses.dataclass(frozen=True)
+class Lowered:
+    """The depths a plan lowers: ``depths`` (url_key, depth, kept), ``urls`` of them, found
+    in ``waves`` waves after the frontier's own offers; ``upgrade``: the crawl root was
+    relaxed from all its pages."""
+
+    depths: Rel
+    urls: int
+    waves: int
+    upgrade: bool = False
+
+    @property
+    def small(self) -> bool:
+        return self.urls <= BROADCAST_KEYS
+
+
+def lowered_depths(run: StageRun, frontier: Rel, new: Rel) -> Lowered | None:
     """The known URLs whose depth this plan lowers, and by how much; None when none.
 
     In: frontier (url_key, depth: the generation's deduplicated offers); new (url_key, depth:
     its URLs crawldb does not hold, which the waves may lower too)."""
-    crawldb = run.read("crawldb")
-    state = crawldb.select("url_key", "depth", "status", "reason", "first_gen", "last_gen")
-    upgrade = (
-        tables.property_of(run.spark, run.root, "crawldb", tables.DEPTH_PROPERTY)
-        != tables.DEPTH_SHORTEST
-    )
-    offers = frontier.select("url_key", "depth")
+    db = run.db
+    crawldb = db.table("crawldb")
+    upgrade = db.property_of("crawldb", DEPTH_PROPERTY) != DEPTH_SHORTEST
     if upgrade:
         log.info(
             "plan gen %d: relaxing the depths of a crawl root from before shortest paths", run.gen
         )
-        offers = offers.unionByName(_root_offers(run))
-        first = below(offers, crawldb.select("url_key", "depth"))
+        offers = db.sql(
+            "SELECT url_key, depth FROM {frontier} UNION ALL SELECT url_key, 0 AS depth FROM "
+            f"{{all_frontier}} WHERE reason = {lit(FrontierReason.SEED)} UNION ALL SELECT "
+            "e.url_key AS url_key, 1 AS depth FROM (SELECT explode(entries) AS e FROM "
+            "{sitemaps})",
+            frontier=frontier,
+            all_frontier=db.table("frontier"),
+            sitemaps=db.table("sitemaps"),
+        )
+        first = db.sql(below(), offers=offers, depths=crawldb)
         # every page, at its depth after the offers
-        sources = least(crawldb.where(expands(run.cfg)).select("url_key", "depth"), first)
+        sources = db.sql(
+            least(f"(SELECT url_key, depth FROM {{crawldb}} WHERE {expands(run.cfg)})", "{first}"),
+            crawldb=crawldb,
+            first=first,
+        )
     else:
         sources = None
-        first = below(offers, rows_of(crawldb.select("url_key", "depth"), offers))
-    return _relax(run, first, state, new, sources, upgrade)
-
-
-def _root_offers(run: StageRun) -> DataFrame:
-    """Every way in a crawl root that is no link of a page: seeds (depth 0) and the URLs its
-    sitemaps list (depth 1)."""
-    seeds = (
-        run.read("frontier")
-        .where(F.col("reason") == FrontierReason.SEED)
-        .select("url_key", F.lit(0).alias("depth"))
-    )
-    listed = (
-        run.read("sitemaps")
-        .select(F.explode("entries").alias("e"))
-        .select(F.col("e.url_key").alias("url_key"), F.lit(1).alias("depth"))
-    )
-    return seeds.unionByName(listed)
+        first = db.sql(
+            below(
+                "{frontier}", f"({rows_of('(SELECT url_key, depth FROM {crawldb})', '{frontier}')})"
+            ),
+            frontier=frontier,
+            crawldb=crawldb,
+        )
+    return _relax(run, first, crawldb, new, sources, upgrade)
 
 
 def _relax(
     run: StageRun,
-    first: DataFrame,
-    state: DataFrame,
-    new: DataFrame,
-    sources: DataFrame | None,
+    first: Rel,
+    crawldb: Rel,
+    new: Rel,
+    sources: Rel | None,
     upgrade: bool,
 ) -> Lowered | None:
     """The waves: ``first`` (url_key, depth) lowered by the frontier; each wave takes the
     pages among the URLs lowered last (or ``sources``, all pages of an upgraded root) and
-    lowers what their links and redirects reach, crawldb's URLs (``state``) and the new ones
-    (``new``) alike."""
-    max_depth = run.cfg.crawl.max_depth
-    recorded = state.select("url_key", "depth").unionByName(new.select("url_key", "depth"))
-    pages = state.where(expands(run.cfg)).select("url_key", "first_gen", "last_gen")
-    lowered = first.localCheckpoint()
-    if sources is None and lowered.isEmpty():
+    lowers what their links and redirects reach, crawldb's URLs and the new ones alike."""
+    db, cfg = run.db, run.cfg
+    max_depth = cfg.crawl.max_depth
+    recorded = db.sql(
+        "SELECT url_key, depth FROM {crawldb} UNION ALL SELECT url_key, depth FROM {new}",
+        crawldb=crawldb,
+        new=new,
+    )
+    pages = db.sql(
+        f"SELECT url_key, first_gen, last_gen FROM {{crawldb}} WHERE {expands(cfg)}",
+        crawldb=crawldb,
+    )
+    lowered = db.keep(first)
+    if sources is None and db.is_empty(lowered):
+        db.drop(lowered)
         return None  # the usual case: no known URL reached by a shorter path
     total = lowered
     waves = 0
     while waves <= max_depth:
         if sources is None:  # the pages among the URLs lowered last, at their new depth
-            sources = pages.join(F.broadcast(lowered), "url_key")
+            sources = db.sql(
+                "SELECT p.*, l.depth FROM {pages} p JOIN {lowered} l ON p.url_key = l.url_key",
+                pages=pages,
+                lowered=lowered,
+            )
         else:
-            sources = sources.join(pages, "url_key")
-        sources = sources.localCheckpoint()
-        row = tables.one_row(
-            sources.agg(
-                F.count(F.lit(1)).alias("n"),
-                F.min("first_gen").alias("low"),
-                F.max("last_gen").alias("high"),
+            sources = db.sql(
+                "SELECT s.url_key, s.depth, p.first_gen, p.last_gen FROM {sources} s JOIN "
+                "{pages} p ON s.url_key = p.url_key",
+                sources=sources,
+                pages=pages,
+            )
+        sources = db.keep(sources)
+        row = db.one_row(
+            db.sql(
+                "SELECT count(*) AS n, min(first_gen) AS low, max(last_gen) AS high FROM {s}",
+                s=sources,
             )
         )
         if not row["n"] or row["low"] is None:
             break
         waves += 1
-        gens = (F.col("gen") >= row["low"]) & (F.col("gen") <= row["high"])
-        keys = sources.select("url_key")
-        links = rows_of(
-            run.read("links").where(gens).select("src_key", "dst_key"), keys, "src_key", "url_key"
+        gens = f"gen >= {int(row['low'])} AND gen <= {int(row['high'])}"
+        links = db.sql(
+            rows_of("{links}", "{sources}", "src_key", "url_key"),
+            links=db.table("links", gens, columns=["src_key", "dst_key"]),
+            sources=sources,
         )
-        redirects = redirect_edges(
-            rows_of(run.read("fetches").where(gens), keys),
-            redirect_target_key(F.col("redirect_to")),
+        fetched = db.sql(
+            rows_of("{fetches}", "{sources}"),
+            fetches=db.table("fetches", f"{gens} AND outcome = '{Outcome.REDIRECT}'"),
+            sources=sources,
         )
-        offers = outlink_offers(sources, links, redirects).where(F.col("depth") <= max_depth)
-        now = least(rows_of(recorded, offers), rows_of(total, offers))
-        lowered = below(offers, now).localCheckpoint()
-        total = least(total, lowered).localCheckpoint()
+        redirects = db.sql(redirect_edges(), fetches=fetched)
+        offers = db.sql(
+            f"SELECT * FROM ({outlink_offers()}) WHERE depth <= {max_depth}",
+            sources=sources,
+            links=links,
+            redirects=redirects,
+        )
+        now = db.sql(
+            least(f"({rows_of('{recorded}', '{offers}')})", f"({rows_of('{total}', '{offers}')})"),
+            recorded=recorded,
+            offers=offers,
+            total=total,
+        )
+        lowered = db.keep(db.sql(below(), offers=offers, depths=now))
+        total = db.keep(db.sql(least("{a}", "{b}"), a=total, b=lowered))
         sources = None
-    urls = total.count()
+    depths = db.keep(db.sql(shallowest("{total}"), total=total))
+    urls = db.count(depths)
     if not urls:
         return None
     log.info("plan gen %d: %d URLs reached by a shorter path (%d waves)", run.gen, urls, waves)
-    return Lowered(shallowest(total), urls, waves, upgrade)
+    return Lowered(depths, urls, waves, upgrade)
 
 
 def mark_shortest(run: StageRun) -> None:
     """Record on crawldb that its depths are shortest paths (after an upgrade's write)."""
-    tables.set_property(
-        run.spark, run.root, "crawldb", tables.DEPTH_PROPERTY, tables.DEPTH_SHORTEST
-    )
+    run.db.set_property("crawldb", DEPTH_PROPERTY, DEPTH_SHORTEST)

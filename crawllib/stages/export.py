@@ -30,7 +30,7 @@ from crawllib.content import warc
 from crawllib.core.roots import normalize_root
 from crawllib.core.vocab import Outcome
 from crawllib.store import filestore, tables
-from crawllib.store.schemas import WARC_INDEX
+from crawllib.store.spark_schemas import WARC_INDEX
 
 log = logging.getLogger(__name__)
 

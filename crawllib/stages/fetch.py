@@ -29,24 +29,21 @@ earlier attempts did not write there; the slice's journal is deleted once it is 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-
 from crawllib.config import Config
 from crawllib.core import progress
 from crawllib.core.vocab import Outcome, Record, RobotsOutcome, Stage, StageState, words
+from crawllib.engine.partition import RESULT_SCHEMA, FetchTask
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.stages.plan import PlanResult
 from crawllib.stages.traps import read_trapped
-from crawllib.store import generations, journal, tables
+from crawllib.store import generations, journal
+from crawllib.store.db import Db, Rel
 from crawllib.store.schemas import ROBOTS
 from crawllib.transforms import exclusions
 from crawllib.transforms.fetch_inputs import (
@@ -55,12 +52,12 @@ from crawllib.transforms.fetch_inputs import (
     engine_robots,
     extracted_from_results,
     fetch_inputs,
-    fetch_results,
     fetches_from_results,
     follow_inputs,
     hosts_from_results,
     pages_from_results,
     probes_from_results,
+    result_tally,
     robots_from_results,
     sitemaps_from_results,
     with_task,
@@ -139,14 +136,14 @@ def run(run: StageRun) -> FetchResult:
     A first run chained after plan (``run.previous``) lists the slices from plan's counts
     instead of querying the fetchlist.
     """
-    spark, root, gen = run.spark, run.root, run.gen
+    db, root, gen = run.db, run.root, run.gen
     # crawl.exclude_file read once, here: the tasks' followers get its rules in the config
-    cfg = exclusions.inlined(run.cfg, spark)
-    fetchlist = run.read("fetchlist").filter(F.col("gen") == gen)
+    cfg = exclusions.inlined(run.cfg, db.read_file)
+    fetchlist = db.table("fetchlist", f"gen = {gen}")
     listing = (
         planned_slices(run.previous)
         if run.first and isinstance(run.previous, PlanResult)
-        else stored_slices(spark, root, gen, fetchlist, nothing_stored=run.first)
+        else stored_slices(db, gen, fetchlist, nothing_stored=run.first)
     )
     log.info(
         "fetch gen %d: %d URLs in %d slices, %d already committed",
@@ -166,9 +163,7 @@ def run(run: StageRun) -> FetchResult:
     carried = cfg.fetch.follow and cfg.fetch.extract and keys_carried(run)
     for i, r in enumerate(listing.todo, start=1):
         left = max(0.0, deadline - time.time())
-        done = fetch_slice(
-            spark, root, cfg, gen, r.slice, r.slots, fetchlist, r.dirty, carried, left
-        )
+        done = fetch_slice(db, cfg, gen, r.slice, r.slots, fetchlist, r.dirty, carried, left)
         robots_fetched += done.robots
         refetched += done.refetched
         seconds += done.seconds
@@ -198,7 +193,7 @@ def run(run: StageRun) -> FetchResult:
         )
     # This run wrote every slice: its own counts are the stored ones, no table to re-read.
     if len(listing.todo) != listing.slices:
-        stored = generation_stored(spark, root, gen)
+        stored = generation_stored(db, gen)
     result = FetchResult(
         urls=listing.urls,
         slices=listing.slices,
@@ -241,30 +236,28 @@ class Slices:
     urls_todo: int
 
 
-def stored_slices(
-    spark: SparkSession, root: str, gen: int, fetchlist: DataFrame, nothing_stored: bool = False
-) -> Slices:
+def stored_slices(db: Db, gen: int, fetchlist: Rel, nothing_stored: bool = False) -> Slices:
     """Which slices the fetchlist holds and which are committed (fetches holds their rows),
-    in one job. nothing_stored: no fetch run of gen has started before, so fetches and pages
+    in one query. nothing_stored: no fetch run of gen has started before, so fetches and pages
     hold nothing of it and are not read."""
-
-    def stored(*names: str) -> DataFrame:
-        frames = [
-            tables.read(spark, root, name).filter(F.col("gen") == gen).select("slice")
-            for name in names
-        ]
-        return functools.reduce(DataFrame.unionByName, frames).distinct()
-
-    slices = fetchlist.groupBy("slice").agg(
-        F.count("*").alias("urls"), F.countDistinct("slot").alias("slots")
-    )
+    slices = "SELECT slice, count(*) AS urls, count(DISTINCT slot) AS slots FROM {fetchlist} GROUP BY slice"
+    inputs: dict[str, Rel] = {"fetchlist": fetchlist}
     if nothing_stored:
-        slices = slices.select("*", F.lit(None).alias("committed"), F.lit(None).alias("dirty"))
+        query = f"SELECT *, NULL AS committed, NULL AS dirty FROM ({slices})"
     else:
-        committed = stored("fetches").withColumn("committed", F.lit(True))
-        dirty = stored(*SLICE_TABLES).withColumn("dirty", F.lit(True))
-        slices = slices.join(committed, on="slice", how="left").join(dirty, on="slice", how="left")
-    rows = slices.orderBy("slice").collect()
+        where = f"gen = {gen}"
+        inputs["fetches"] = db.table("fetches", where, columns=["slice"])
+        dirty = []
+        for name in SLICE_TABLES:
+            inputs[name] = db.table(name, where, columns=["slice"])
+            dirty.append(f"SELECT slice FROM {{{name}}}")
+        query = (
+            f"SELECT s.*, c.slice IS NOT NULL AS committed, d.slice IS NOT NULL AS dirty FROM "
+            f"({slices}) s LEFT JOIN (SELECT DISTINCT slice FROM {{fetches}}) c ON s.slice = c.slice "
+            f"LEFT JOIN (SELECT DISTINCT slice FROM ({' UNION ALL '.join(dirty)})) d "
+            "ON s.slice = d.slice"
+        )
+    rows = sorted(db.collect(db.sql(query, **inputs)), key=lambda r: r["slice"])
     todo = [r for r in rows if not r["committed"]]
     return Slices(
         todo=[Slice(r["slice"], r["slots"], bool(r["dirty"])) for r in todo],
@@ -294,20 +287,19 @@ def keys_carried(run: StageRun) -> bool:
         return True
     rows = [
         r
-        for r in generations.read_rows(run.spark, run.root)
+        for r in generations.read_rows(run.db)
         if r.gen == run.gen and r.stage == Stage.PLAN and r.state == StageState.DONE
     ]
     return bool(rows) and "follow_slots" in max(rows, key=lambda r: r.at).counts
 
 
 def fetch_slice(
-    spark: SparkSession,
-    root: str,
+    db: Db,
     cfg: Config,
     gen: int,
     slice_: int,
     slots: int,
-    fetchlist: DataFrame,
+    fetchlist: Rel,
     dirty: bool = False,
     carried: bool = False,
     seconds_left: float | None = None,
@@ -319,58 +311,78 @@ def fetch_slice(
     fetches commit), which its writes replace. carried: the fetchlist carries its slots'
     known keys (:func:`keys_carried`), so crawldb is not read. seconds_left: what is left of
     fetch.deadline_seconds, counted from the generation's first fetch start (None: all of it).
-    Three steps: the tasks' results (lazy), their tally (the one action that fetches), the
-    writes."""
-    kept = journal.for_slice(root, gen, slice_, cfg)
-    results = _slice_results(
-        spark, root, cfg, gen, slice_, slots, fetchlist, carried, kept, seconds_left
-    ).persist(StorageLevel.DISK_ONLY)
+    Three steps: the tasks' results (fetched once, kept), their tally, the writes."""
+    kept = journal.for_slice(db.root, gen, slice_, cfg)
+    started = time.monotonic()
+    results = _slice_results(db, cfg, gen, slice_, slots, fetchlist, carried, kept, seconds_left)
     try:
-        started = time.monotonic()
-        tally = _Tally.of(results)
+        tally = _Tally.of(db, results)
         done = tally.done(time.monotonic() - started)
-        _write_slice(spark, root, results, gen, slice_, tally, dirty)
+        _write_slice(db, results, gen, slice_, tally, dirty)
     finally:
-        results.unpersist()
+        db.drop(results)
     journal.clear(kept.folder if kept is not None else None, cfg)  # committed: not needed
     return done
 
 
+def task_count(db: Db, cfg: Config, slots: int) -> int:
+    """How many tasks a slice's fetch runs: as many as the engine runs at once (its cores),
+    and no more than its slots. Every task runs at once, each holding many hosts in asyncio,
+    so no host waits for a second wave of tasks."""
+    return max(1, min(slots, db.parallelism()))
+
+
 def _slice_results(
-    spark: SparkSession,
-    root: str,
+    db: Db,
     cfg: Config,
     gen: int,
     slice_: int,
     slots: int,
-    fetchlist: DataFrame,
+    fetchlist: Rel,
     carried: bool,
     kept: journal.JournalSpec | None,
     seconds_left: float | None,
-) -> DataFrame:
-    """The engine's results for the slice's URLs (RESULT_SCHEMA rows; lazy: every evaluation
-    goes to the network, for what the tasks' journal ``kept`` does not hold)."""
-    slice_rows = fetchlist.filter(F.col("slice") == slice_)
-    robots = engine_robots(tables.read(spark, root, "robots"))
-    stored_hosts = tables.read(spark, root, "hosts")
-    hosts = engine_hosts(stored_hosts)
-    follow = None
-    if cfg.fetch.follow and cfg.fetch.extract:
+) -> Rel:
+    """The engine's results for the slice's URLs (RESULT_SCHEMA rows, kept: the network is
+    gone to once, for what the tasks' journal ``kept`` does not hold)."""
+    slice_rows = db.sql(f"SELECT * FROM {{f}} WHERE slice = {slice_}", f=fetchlist)
+    robots = db.sql(engine_robots(), robots=db.table("robots"))
+    stored_hosts = db.table("hosts")
+    inputs: dict[str, Rel] = {
+        "slice_rows": slice_rows,
+        "robots": robots,
+        "hosts": db.sql(engine_hosts(), hosts=stored_hosts),
+    }
+    follows = cfg.fetch.follow and cfg.fetch.extract
+    if follows:
         # Room and known keys as of the slices committed so far (fetches rows of gen).
-        fetches = tables.read(spark, root, "fetches").where(F.col("gen") == gen)
-        crawldb = None if carried else tables.read(spark, root, "crawldb")
-        follow = follow_inputs(fetchlist, fetches, crawldb, cfg, read_trapped(spark, root, cfg))
-    # As many tasks as cores: every task runs at once, each holding many hosts in asyncio, so
-    # no host waits for a second wave of tasks (politeness-bound time, not task waves).
-    partitions = max(1, min(slots, spark.sparkContext.defaultParallelism))
-    inputs = with_task(fetch_inputs(slice_rows, robots, follow, hosts), stored_hosts, cfg)
-    return fetch_results(inputs, cfg, partitions, kept, seconds_left)
+        follow = {
+            "fetchlist": fetchlist,
+            "fetches": db.table(
+                "fetches", f"gen = {gen}", columns=["url_key", "host", "source_url"]
+            ),
+        }
+        if not carried:
+            follow["crawldb"] = db.table("crawldb", columns=["url_key", "host", "domain"])
+        trapped = read_trapped(db, cfg)
+        if trapped is not None:
+            follow["trapped"] = trapped
+        inputs["follow"] = db.sql(follow_inputs(cfg, carried, trapped is not None), **follow)
+    partitions = task_count(db, cfg, slots)
+    rows = db.sql(
+        with_task(cfg, True, partitions),
+        inputs=db.sql(fetch_inputs(follows, True), **inputs),
+        hosts=stored_hosts,
+    )
+    rows = db.sql("SELECT * EXCEPT (task) FROM {rows}", rows=rows)
+    task = FetchTask(cfg, kept, partitions, seconds_left)
+    return db.map_partitions(rows, task, RESULT_SCHEMA, partitions, by="part")
 
 
 @dataclasses.dataclass
 class _Tally:
-    """A slice's results counted (one action: the first evaluation, which fetches): fetches
-    rows by outcome, robots.txt records by outcome, and the other rows each table gets."""
+    """A slice's results counted (one query): fetches rows by outcome, robots.txt records by
+    outcome, and the other rows each table gets."""
 
     fetched: Counter[str] = dataclasses.field(default_factory=Counter)
     robots_by: Counter[str] = dataclasses.field(default_factory=Counter)
@@ -382,20 +394,9 @@ class _Tally:
     refetched: int = 0
 
     @classmethod
-    def of(cls, results: DataFrame) -> _Tally:
+    def of(cls, db: Db, results: Rel) -> _Tally:
         tally = cls()
-        for row in (
-            results.groupBy(
-                "record",
-                "outcome",
-                F.col("body").isNotNull().alias("page"),
-                F.col("extracted").isNotNull().alias("extracted"),
-                F.col("source_url").isNotNull().alias("followed"),
-                F.coalesce(F.col("refetched"), F.lit(False)).alias("refetched"),
-            )
-            .count()
-            .collect()
-        ):
+        for row in db.collect(db.sql(result_tally(), results=results)):
             tally.add(row)
         return tally
 
@@ -426,24 +427,24 @@ class _Tally:
 
 
 def _write_slice(
-    spark: SparkSession,
-    root: str,
-    results: DataFrame,
+    db: Db,
+    results: Rel,
     gen: int,
     slice_: int,
     tally: _Tally,
     dirty: bool,
 ) -> None:
     """Commit the slice's rows: pages, texts, links, sitemaps, probes, hosts and robots at
-    once (their commits overlap), then fetches, which marks the slice committed."""
+    once (their commits overlap where the engine can), then fetches, which marks the slice
+    committed."""
     where = f"gen = {gen} AND slice = {slice_}"
-    pages_extracted = extracted_from_results(results, gen, slice_)
+    extracted = db.sql(extracted_from_results(gen, slice_), results=results)
     rows = {
-        "pages": pages_from_results(results, gen, slice_),
-        "texts": texts_of(pages_extracted),
-        "links": links_table(pages_extracted),
-        "sitemaps": sitemaps_from_results(results, gen, slice_),
-        "probes": probes_from_results(results, gen, slice_),
+        "pages": db.sql(pages_from_results(gen, slice_), results=results),
+        "texts": db.sql(texts_of(), extracted=extracted),
+        "links": db.sql(links_table(), extracted=extracted),
+        "sitemaps": db.sql(sitemaps_from_results(gen, slice_), results=results),
+        "probes": db.sql(probes_from_results(gen, slice_), results=results),
     }
     wrote = {
         "pages": True,
@@ -456,9 +457,9 @@ def _write_slice(
     def writer(name: str) -> Callable[[], None]:
         def write() -> None:
             if dirty:
-                tables.replace_where(rows[name], root, name, where)
+                db.replace_where(rows[name], name, where)
             elif wrote[name]:
-                tables.append(rows[name], root, name)
+                db.append(rows[name], name)
 
         return write
 
@@ -466,23 +467,15 @@ def _write_slice(
         # Hosts whose robots.txt was cached fetched none. Rows of hosts new to the table
         # are appended (one record per host: a host lives in one task); only a refreshed
         # row, whose expired one it replaces, needs the MERGE, which costs several appends.
+        robots = db.sql(robots_from_results(), results=results)
         if tally.robots_by[RobotsOutcome.REFRESHED]:
-            tables.merge(
-                spark,
-                robots_from_results(results),
-                root,
-                "robots",
-                keys=["host"],
-                update={f.name: f"s.{f.name}" for f in ROBOTS.fields},
-            )
+            db.merge(robots, "robots", keys=["host"], update={n: f"s.{n}" for n in ROBOTS.names})
         else:
-            tables.append(robots_from_results(results), root, "robots")
+            db.append(robots, "robots")
 
     def write_hosts() -> None:
-        tables.merge(
-            spark,
-            hosts_from_results(results, gen, slice_),
-            root,
+        db.merge(
+            db.sql(hosts_from_results(gen, slice_), results=results),
             "hosts",
             keys=["slot"],
             update=HOSTS_UPDATE,
@@ -490,29 +483,25 @@ def _write_slice(
 
     writes = [writer(name) for name in SLICE_TABLES]
     robots_write = [write_robots] if tally.robots_by.total() else []
-    tables.in_parallel(spark, *writes, write_hosts, *robots_write)
+    db.in_parallel(*writes, write_hosts, *robots_write)
     # Last: fetches rows are what marks the slice as committed (none yet, or it would
     # have been skipped).
-    tables.append(fetches_from_results(results, gen, slice_), root, "fetches")
+    db.append(db.sql(fetches_from_results(gen, slice_), results=results), "fetches")
 
 
-def generation_stored(spark: SparkSession, root: str, gen: int) -> Stored:
+def generation_stored(db: Db, gen: int) -> Stored:
     """Fetch outcomes and pages of generation ``gen`` as stored (committed slices only)."""
+    where = f"gen = {gen}"
+    fetches = db.table("fetches", where, columns=["outcome", "source_url"])
     by_outcome = Counter(
         {
-            r["outcome"]: r["count"]
-            for r in tables.read(spark, root, "fetches")
-            .filter(F.col("gen") == gen)
-            .groupBy("outcome")
-            .count()
-            .collect()
+            r["outcome"]: int(r["n"])
+            for r in db.collect(
+                db.sql("SELECT outcome, count(*) AS n FROM {f} GROUP BY outcome", f=fetches)
+            )
         }
     )
-    pages = tables.read(spark, root, "pages").filter(F.col("gen") == gen).count()
-    extracted = tables.read(spark, root, "texts").filter(F.col("gen") == gen).count()
-    followed = (
-        tables.read(spark, root, "fetches")
-        .filter((F.col("gen") == gen) & F.col("source_url").isNotNull())
-        .count()
-    )
+    pages = db.count(db.table("pages", where, columns=["url_key"]))
+    extracted = db.count(db.table("texts", where, columns=["url_key"]))
+    followed = db.count(db.sql("SELECT 1 FROM {f} WHERE source_url IS NOT NULL", f=fetches))
     return Stored(by_outcome, pages, extracted, followed)

@@ -5,22 +5,18 @@ Raw pages are kept, so extraction can be rerun from them without refetching: the
 texts and links replace the generation's rows (links first: a texts row is what tells a
 rerun that a page is extracted). Duplicates are judged against texts of generations before N
 only, so rerunning N never sees its own earlier output; marking reads only MARK_COLUMNS and
-is checkpointed before the writes that use it.
+is kept before the writes that use it.
 """
 
 from __future__ import annotations
 
 import logging
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-
 from crawllib.core.vocab import Directive, DuplicateKind
 from crawllib.stages.base import StageRun
 from crawllib.stages.traps import TRAPS_UPDATE
-from crawllib.store import tables
-from crawllib.store.aliases import ALIASES_UPDATE, alias_counts, alias_hosts
+from crawllib.store.db import ONCE_PER_GEN, Rel
+from crawllib.transforms.aliases import ALIASES_UPDATE, alias_counts, alias_hosts
 from crawllib.transforms.parse import (
     MARK_COLUMNS,
     key_collisions,
@@ -31,163 +27,193 @@ from crawllib.transforms.parse import (
     mark_soft_404,
     with_duplicate_marks,
 )
+from crawllib.transforms.sqltext import lit
 from crawllib.transforms.traps import pattern_counts, trapped_patterns
 
 log = logging.getLogger(__name__)
 
 
-def write_links(run: StageRun, extracted: DataFrame, keep_stored: bool) -> None:
+def write_links(run: StageRun, extracted: Rel, keep_stored: bool) -> None:
     """links of gen: those of the pages just extracted, and (keep_stored) those stored of the
     other pages (the fetch's)."""
-    links = links_table(extracted)
+    db = run.db
+    links = db.sql(links_table(), extracted=extracted)
     if keep_stored:
-        stored = run.read("links").where(F.col("gen") == run.gen)
-        sources = extracted.select(F.col("url_key").alias("src_key"))
-        links = stored.join(sources, "src_key", "left_anti").unionByName(links)
-    tables.replace_where(links, run.root, "links", f"gen = {run.gen}")
+        links = db.sql(
+            "SELECT s.* FROM {stored} s LEFT ANTI JOIN {extracted} e ON s.src_key = e.url_key "
+            "UNION ALL SELECT * FROM {links}",
+            stored=db.table("links", f"gen = {run.gen}"),
+            extracted=extracted,
+            links=links,
+        )
+    db.replace_where(db.keep(links), "links", f"gen = {run.gen}")
 
 
-def unmarked(texts: DataFrame) -> DataFrame:
-    return texts.withColumns(
-        {"duplicate_of": F.lit(None).cast("long"), "duplicate_kind": F.lit(None).cast("string")}
+def unmarked(texts: str = "{texts}") -> str:
+    """Texts rows without their duplicate marks."""
+    return (
+        "SELECT * EXCEPT (duplicate_of, duplicate_kind), CAST(NULL AS bigint) AS duplicate_of, "
+        f"CAST(NULL AS string) AS duplicate_kind FROM {texts}"
     )
 
 
-def duplicate_marks(run: StageRun, texts: DataFrame) -> DataFrame:
+def duplicate_marks(run: StageRun, texts: Rel) -> Rel:
     """The duplicate marks of gen's texts (url_key, duplicate_of, duplicate_kind of the
-    duplicates), judged against earlier generations only, computed once and checkpointed.
+    duplicates), judged against earlier generations only, computed once and kept.
 
     Marked on MARK_COLUMNS only, then joined back to the rows: the text never goes through
-    the duplicate joins or a cache of its own (column batches of page texts in a cache can
-    run a local driver out of heap). Near-duplicate marking reads its input three times; the
-    exact pass is cached so it runs once."""
-    cfg = run.cfg
-    prior = run.read("texts").where(F.col("gen") < run.gen)
-    probes = run.read("probes").where(F.col("gen") <= run.gen)
-    exact = (
-        unmarked(texts)
-        .transform(mark_canonical)
-        .transform(mark_soft_404, probes, cfg.parse.near_dup_distance)
-        .select(*MARK_COLUMNS)
-        .transform(mark_exact_duplicates, prior)
-        .persist(StorageLevel.MEMORY_AND_DISK)
+    the duplicate joins or a cache of its own. Near-duplicate marking reads its input three
+    times; the exact pass is kept so it runs once."""
+    db, cfg = run.db, run.cfg
+    columns = (*MARK_COLUMNS, "host", "canonical_url")
+    prior = db.table(
+        "texts",
+        f"gen < {run.gen}",
+        columns=[
+            "gen",
+            "url_key",
+            "content_hash",
+            "simhash",
+            "text_chars",
+            "error",
+            "duplicate_kind",
+        ],
     )
-    marks = (
-        exact.transform(
-            mark_near_duplicates, prior, cfg.parse.near_dup_distance, cfg.parse.min_text_chars
+    probes = db.table("probes", f"gen <= {run.gen}")
+    narrow = db.sql(
+        f"SELECT {', '.join(f'`{c}`' for c in columns)} FROM ({unmarked()})", texts=texts
+    )
+    canonical = db.sql(mark_canonical(columns), texts=narrow)
+    soft = db.sql(
+        mark_soft_404(cfg.parse.near_dup_distance, columns), texts=canonical, probes=probes
+    )
+    exact = db.keep(db.sql(mark_exact_duplicates(MARK_COLUMNS), texts_new=soft, texts_prior=prior))
+    marks = db.keep(
+        db.sql(
+            "SELECT url_key, duplicate_of, duplicate_kind FROM ("
+            + mark_near_duplicates(
+                MARK_COLUMNS, cfg.parse.near_dup_distance, cfg.parse.min_text_chars
+            )
+            + ") WHERE duplicate_of IS NOT NULL",
+            texts_new=exact,
+            texts_prior=prior,
         )
-        .where(F.col("duplicate_of").isNotNull())
-        .select("url_key", "duplicate_of", "duplicate_kind")
-        # Computed now, from the texts table as it is, into blocks with no lineage: the texts
-        # write, the frontier and the pattern counts (three threads) read them. A persisted
-        # plan would not do: once the texts write commits, the other two threads' queries no
-        # longer matched its cache and reran extraction and marking (51 extractions for 12
-        # in the parse stage test).
-        .localCheckpoint(eager=True)
     )
-    exact.unpersist()
+    db.drop(exact)
     return marks
 
 
 def write_texts(
     run: StageRun,
-    texts: DataFrame,
-    marks: DataFrame,
+    texts: Rel,
+    marks: Rel,
     replace: bool,
-    stored: DataFrame | None = None,
+    stored: Rel | None = None,
 ) -> dict[str, int]:
     """texts of gen (``texts``: unmarked, or marked by an earlier run) with ``marks``
     (:func:`duplicate_marks`); their counts. replace: the table may hold rows of gen (the
     fetch's, an earlier run's), else they are appended. stored: given when ``texts`` are
-    exactly the stored rows of gen (parse extracted nothing): if nothing is marked now and
+    exactly the stored rows of gen (nothing was extracted now): if nothing is marked now and
     none of them is marked, they are already what would be written, and are not rewritten."""
-    gen = run.gen
-    marked = with_duplicate_marks(unmarked(texts), marks)
-    # Counted before the write, which then reads the marks the count cached. Not after:
-    # their plan reads the texts table, so once the write commits a new version the
-    # cached plan no longer matches and the count would rerun every duplicate join.
-    row = tables.one_row(
-        marked.agg(
-            F.count(F.lit(1)).alias("pages"),
-            F.count_if(F.col("text_chars") > 0).alias("texts"),
-            F.count_if(F.col("error").isNotNull()).alias("extract_errors"),
-            F.count_if(F.col("duplicate_kind") == DuplicateKind.EXACT).alias("exact_duplicates"),
-            F.count_if(F.col("duplicate_kind") == DuplicateKind.NEAR).alias("near_duplicates"),
-            F.count_if(F.col("duplicate_kind") == DuplicateKind.CANONICAL).alias(
-                "canonical_duplicates"
-            ),
-            F.count_if(F.col("duplicate_kind") == DuplicateKind.SOFT_404).alias("soft_404"),
+    db, gen = run.db, run.gen
+    marked = db.keep(
+        db.sql(with_duplicate_marks(), texts=db.sql(unmarked(), texts=texts), marks=marks)
+    )
+    kinds = {
+        "exact_duplicates": DuplicateKind.EXACT,
+        "near_duplicates": DuplicateKind.NEAR,
+        "canonical_duplicates": DuplicateKind.CANONICAL,
+        "soft_404": DuplicateKind.SOFT_404,
+    }
+    counted = ", ".join(
+        [
+            "count(*) AS pages",
+            "count_if(text_chars > 0) AS texts",
+            "count_if(error IS NOT NULL) AS extract_errors",
+            *[f"count_if(duplicate_kind = {lit(k)}) AS {name}" for name, k in kinds.items()],
             *[
-                F.count_if(F.array_contains("directives", d)).alias(d)
+                f"count_if(array_contains(directives, {lit(d)})) AS {d}"
                 for d in (Directive.NOINDEX, Directive.NOFOLLOW)
             ],
-            F.count_if(F.col("tdm_reserved")).alias("tdm_reserved"),
-        )
+            "count_if(tdm_reserved) AS tdm_reserved",
+        ]
     )
-    duplicates = sum(
-        int(row[k] or 0)
-        for k in ("exact_duplicates", "near_duplicates", "canonical_duplicates", "soft_404")
-    )
+    row = db.one_row(db.sql(f"SELECT {counted} FROM {{m}}", m=marked))
+    counts = {name: int(value or 0) for name, value in row.items()}
+    duplicates = sum(counts[k] for k in kinds)
     as_stored = (
         stored is not None
         and not duplicates
-        and stored.where(F.col("duplicate_of").isNotNull()).isEmpty()
+        and db.is_empty(db.sql("SELECT 1 FROM {s} WHERE duplicate_of IS NOT NULL", s=stored))
     )
     if as_stored:
         log.info("parse gen %d: no duplicates; the fetch's texts rows stay as they are", gen)
     elif replace:
-        tables.replace_where(marked, run.root, "texts", f"gen = {gen}")
+        db.replace_where(marked, "texts", f"gen = {gen}")
     else:
-        tables.append(marked, run.root, "texts")
-    return {name: int(row[name] or 0) for name in row.asDict()}
+        db.append(marked, "texts")
+    db.drop(marked)
+    return counts
 
 
-def count_patterns(
-    run: StageRun, pages: DataFrame, marks: DataFrame, known: DataFrame
-) -> dict[str, int]:
+def count_patterns(run: StageRun, pages: Rel, marks: Rel, known: Rel) -> dict[str, int]:
     """Add gen's pages and duplicates per host and URL pattern to the traps table, and its
     exact duplicates per pair of hosts to the aliases table (once: a rerun adds nothing; the
-    aliases MERGE only when there are any), from which plan judges patterns traps
-    (crawllib.stages.traps) and hosts aliases (crawllib.store.aliases); the counts of patterns judged traps
-    and of hosts judged aliases now. In: pages of gen (url_key, url, host); marks; known
-    (url_key, host: the crawldb rows of every URL a mark names)."""
-    owners = pages.select("url_key", "host").unionByName(known.select("url_key", "host"))
-    merges = [("traps", pattern_counts(pages, marks, run.gen), ["host", "pattern"], TRAPS_UPDATE)]
-    copies = alias_counts(marks, owners, run.gen).localCheckpoint()
-    if not copies.isEmpty():
-        merges.append(("aliases", copies, ["host", "of_host"], ALIASES_UPDATE))
-    for table, counts, keys, update in merges:
-        tables.merge(
-            run.spark,
-            counts,
-            run.root,
-            table,
-            keys=keys,
-            update=update,
-            update_condition=tables.ONCE_PER_GEN,
+    aliases MERGE only when there are any), from which plan judges patterns traps and hosts
+    aliases; the counts of patterns judged traps and of hosts judged aliases now. In: pages of
+    gen (url_key, url, host); marks; known (url_key, host: the crawldb rows of every URL a
+    mark names)."""
+    db, gen = run.db, run.gen
+    owners = db.sql(
+        "SELECT url_key, host FROM {pages} UNION ALL SELECT url_key, host FROM {known}",
+        pages=pages,
+        known=known,
+    )
+    db.merge(
+        db.sql(pattern_counts(gen), pages=pages, marks=marks),
+        "traps",
+        keys=["host", "pattern"],
+        update=TRAPS_UPDATE,
+        update_condition=ONCE_PER_GEN,
+    )
+    copies = db.keep(db.sql(alias_counts(gen), marks=marks, hosts=owners))
+    if not db.is_empty(copies):
+        db.merge(
+            copies,
+            "aliases",
+            keys=["host", "of_host"],
+            update=ALIASES_UPDATE,
+            update_condition=ONCE_PER_GEN,
         )
-    traps = run.read("traps")
+    db.drop(copies)
+    traps = db.table("traps")
     return {
-        "trap_patterns": trapped_patterns(traps, run.cfg).count(),
-        "alias_hosts": alias_hosts(run.read("aliases"), traps, run.cfg).count(),
+        "trap_patterns": db.count(db.sql(trapped_patterns(run.cfg), traps=traps)),
+        "alias_hosts": db.count(
+            db.sql(alias_hosts(run.cfg), aliases=db.table("aliases"), traps=traps)
+        ),
     }
 
 
-def count_collisions(run: StageRun, links: DataFrame, sitemaps: DataFrame, known: DataFrame) -> int:
+def count_collisions(run: StageRun, links: Rel, sitemaps: Rel, known: Rel) -> int:
     """The link targets and sitemap entries of gen whose url_key a known URL has under another
     URL (transforms.parse.key_collisions), logged with a few examples."""
-    listed = sitemaps.select(F.explode("entries").alias("e")).select(
-        F.col("e.url_key").alias("dst_key"), F.col("e.url").alias("dst_url")
+    db = run.db
+    targets = db.sql(
+        "SELECT dst_key, dst_url FROM {links} UNION ALL SELECT e.url_key AS dst_key, e.url AS "
+        "dst_url FROM (SELECT explode(entries) AS e FROM {sitemaps})",
+        links=links,
+        sitemaps=sitemaps,
     )
-    targets = links.select("dst_key", "dst_url").unionByName(listed)
-    collisions = key_collisions(targets, known)
-    count = collisions.count()
+    collisions = db.keep(db.sql(key_collisions(), targets=targets, known=known))
+    count = db.count(collisions)
     if count:
-        examples = [f"{r.dst_url} (known: {r.known_url})" for r in collisions.take(5)]
+        examples = [f"{r['dst_url']} (known: {r['known_url']})" for r in db.collect(collisions, 5)]
         log.warning(
             "parse gen %d: %d URLs share their url_key with another URL and are not crawled: %s",
             run.gen,
             count,
             "; ".join(examples),
         )
+    db.drop(collisions)
     return count

@@ -13,18 +13,19 @@ highest score first: ``transforms.priority``), and those of slots the hosts tabl
 plan ranks them again. The chosen URLs are the fetchlist of gen N. Chosen known URLs are not
 changed: fetch and update will.
 
-Idempotency. Two writes, made at once from two driver threads (their commits overlap): the
-fetchlist (an append carrying the Delta transaction id (FETCHLIST_TXN, N) on a first run,
-which records no running row, so Delta skips a rerun's append it has committed; a
-replaceWhere gen = N on a forced rerun) and crawldb's changes in one commit (a MERGE; an
-append when every change is a new URL). Without the crawldb commit a rerun starts from the
-same inputs; with it, it sees no new URLs (all now in crawldb), the chosen and the deferred
-URLs (queued, due, last_gen untouched), not the ones it filtered, and the depths it lowered.
-Because every ranking (budgets, caps) is by one total order (generate.order) and the attempted
-counts behind the budgets are unchanged (plan never sets last_gen), the rerun chooses the same
-URLs and has nothing to MERGE. The generation's clock is crawl.now or the first run's start:
-a rerun of a first plan that crashed takes a later one, and may find more revisits due, which
-only the fetchlist it did not commit would hold.
+The decisions are computed once (kept) and both writes read them.
+
+Idempotency. Two writes: the fetchlist (an append carrying the Delta transaction id
+(FETCHLIST_TXN, N) on a first run, which records no running row, so a rerun's append that is
+committed already is skipped; a replaceWhere gen = N on a forced rerun) and crawldb's changes
+in one commit (a MERGE; an append when every change is a new URL). Without the crawldb commit
+a rerun starts from the same inputs; with it, it sees no new URLs (all now in crawldb), the
+chosen and the deferred URLs (queued, due, last_gen untouched), not the ones it filtered, and
+the depths it lowered. Because every ranking (budgets, caps) is by one total order
+(generate.order) and the attempted counts behind the budgets are unchanged (plan never sets
+last_gen), the rerun chooses the same URLs and has nothing to MERGE. The generation's clock is
+crawl.now or the first run's start: a rerun of a first plan that crashed takes a later one,
+and may find more revisits due, which only the fetchlist it did not commit would hold.
 
 With politeness.key = ip the slots come from the dns table, which plan brings up to date
 (a MERGE of the answers to the names it lacked) before it decides anything: a rerun reads
@@ -36,11 +37,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import os
 import time
 from typing import ClassVar
-
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from crawllib.config import Config, hold_now, parse_now
 from crawllib.core.vocab import (
@@ -53,21 +52,26 @@ from crawllib.core.vocab import (
     sql_list,
     words,
 )
+from crawllib.engine.partition import RESOLVED, ResolveTask
 from crawllib.policy.revisit import revisits
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.stages.depths import lowered_depths, mark_shortest
-from crawllib.stages.traps import read_trapped
-from crawllib.store import tables
-from crawllib.store.aliases import read_aliased
+from crawllib.stages.traps import read_aliased, read_trapped
+from crawllib.store.db import (
+    DEPTH_PROPERTY,
+    DEPTH_SHORTEST,
+    TOTALS_COMPLETE,
+    TOTALS_PROPERTY,
+    Db,
+    Rel,
+)
 from crawllib.store.schemas import DNS
 from crawllib.transforms import exclusions
-from crawllib.transforms.fetch_inputs import resolved_hosts, with_known_keys
+from crawllib.transforms.fetch_inputs import with_known_keys
 from crawllib.transforms.lookup import rows_of
 from crawllib.transforms.plan import (
     PlanInputs,
-    Used,
     attempted_in_hosts,
-    busiest_slot,
     candidate_hosts,
     count_decisions,
     crawldb_changes,
@@ -89,16 +93,17 @@ from crawllib.transforms.plan import (
     with_slot,
 )
 from crawllib.transforms.priority import score_order
+from crawllib.transforms.sqltext import is_in, lit, timestamp_of
 
 log = logging.getLogger(__name__)
 
-# Only plan's own decisions: a row that left the statuses plan takes since it was read is not
-# touched.
 # The Delta transaction id of a first plan's fetchlist append (version: the generation): a
-# first plan records no running row, so a rerun after a crash appends again, and Delta skips
-# the append it has already committed.
+# first plan records no running row, so a rerun after a crash appends again, and the append it
+# has already committed is skipped.
 FETCHLIST_TXN = "crawllib-plan-fetchlist"
-# A URL filtered for depth takes a decision too once a shorter path brings it within the cap.
+# Only plan's own decisions: a row that left the statuses plan takes since it was read is not
+# touched. A URL filtered for depth takes a decision too once a shorter path brings it within
+# the cap.
 _MERGE_GUARD = (
     f"t.status IN ({sql_list(PENDING_STATUSES + REVISITED_STATUSES)}) OR (t.status = "
     f"'{Status.FILTERED}' AND t.reason = '{FilterReason.DEPTH}' AND s.depth < t.depth)"
@@ -148,70 +153,83 @@ class PlanResult(StageResult):
 
 def run(run: StageRun) -> PlanResult:
     """Plan generation ``run.gen``: write its fetchlist and crawldb's changes."""
-    spark, root, cfg, gen = run.spark, run.root, run.cfg, run.gen
+    db, cfg, gen = run.db, run.cfg, run.gen
     # A first run that crashed after its fetchlist append left no ledger row: this run's
     # clock may choose other URLs, so it replaces those rows like any rerun.
     if run.first:
-        appended = tables.txn_version(spark, root, "fetchlist", FETCHLIST_TXN)
+        appended = db.txn_version("fetchlist", FETCHLIST_TXN)
         first = appended is None or appended < gen
     else:
         first = False
-    frontier = run.read("frontier").where(F.col("gen") == gen)
-    crawldb = run.read("crawldb")
-    # Cached for speed only. A Delta DataFrame reads the table's latest version at each
-    # action: the counts run before any write, and should the fetchlist write (another
-    # thread) start after the crawldb commit, its recomputation from the new version chooses
-    # the same URLs (Idempotency, above).
-    held = held_slots(run.read("hosts"), cfg, hold_now(cfg.crawl.now))
+    frontier = db.table("frontier", f"gen = {gen}")
+    crawldb = db.table("crawldb")
     as_of = clock_of(run)
+    inputs: dict[str, Rel] = {"frontier": frontier, "crawldb": crawldb}
+    hosts = db.table("hosts")
+    inputs["held"] = db.sql(held_slots(cfg, hold_now(cfg.crawl.now)), hosts=hosts)
     addresses = _addresses(run, frontier, crawldb, as_of)
-    used = _budget_use(run, crawldb)
-    excluded = exclusions.load(cfg, spark)
-    trapped = read_trapped(spark, root, cfg)
-    aliased = read_aliased(spark, root, cfg)
-    delays = run.read("hosts").select("slot", "delay") if cfg.generate.fetch_seconds else None
-    offers = dedup_frontier(frontier)
-    lowered = lowered_depths(run, offers, new_candidates(offers, crawldb))
-    inputs = PlanInputs(
-        held=held,
-        addresses=addresses,
-        used=used,
+    if addresses is not None:
+        inputs["addresses"] = addresses
+    used = _budget_use(run, crawldb, hosts)
+    if used is not None:
+        inputs["host_used"], inputs["domain_used"] = used
+    excluded = exclusions.load(cfg, db.read_file)
+    trapped = read_trapped(db, cfg)
+    if trapped is not None:
+        inputs["trapped"] = trapped
+    aliased = read_aliased(db, cfg)
+    if aliased is not None:
+        inputs["aliased"] = aliased
+    if cfg.generate.fetch_seconds:
+        inputs["delays"] = db.sql("SELECT slot, delay FROM {hosts}", hosts=hosts)
+    offers = db.sql(dedup_frontier(), frontier=frontier)
+    lowered = lowered_depths(
+        run, offers, db.sql(new_candidates(), frontier=offers, crawldb=crawldb)
+    )
+    if lowered is not None:
+        inputs["lowered"] = lowered.depths
+    which = PlanInputs(
+        held=True,
+        addresses=addresses is not None,
+        used=used is not None,
         as_of=as_of,
         excluded=excluded,
-        trapped=trapped,
-        delays=delays,
-        aliased=aliased,
-        lowered=lowered,
+        trapped=trapped is not None,
+        delays="delays" in inputs,
+        aliased=aliased is not None,
+        lowered=lowered is not None,
     )
-    decided = plan_decisions(frontier, crawldb, cfg, gen, inputs).persist()
+    decided = db.keep(db.sql(plan_decisions(cfg, gen, which), **inputs))
     try:
-        # One action for the three one-row aggregates.
-        row = tables.one_row(
-            count_decisions(decided)
-            .crossJoin(busiest_slot(decided, cfg.generate.max_per_host))
-            .crossJoin(
-                decided.agg(
-                    F.count_if(is_changed()).alias("_changes"),
-                    F.count_if(is_changed() & ~F.col("is_new")).alias("_known_changes"),
-                )
-            )
-        )
-        counts = {k: int(v) for k, v in row.asDict().items()}
+        counts = {
+            k: int(v or 0)
+            for k, v in db.one_row(
+                db.sql(count_decisions(cfg.generate.max_per_host), decided=decided)
+            ).items()
+        }
         busiest = counts.pop("urls")
         roomy = counts.pop("roomy")
         changes = counts.pop("_changes")
         known_changes = counts.pop("_known_changes")
-        changed = crawldb_changes(decided, gen)
+        changed = db.sql(crawldb_changes(), decided=decided)
         if lowered is not None:  # depths that drop on URLs no decision touches
-            changed = changed.unionByName(lowered_rows(crawldb, lowered, decided, cfg, gen))
+            others = db.sql(
+                lowered_rows(cfg, gen), crawldb=crawldb, lowered=lowered.depths, decided=decided
+            )
+            changed = db.sql("SELECT * FROM {a} UNION ALL SELECT * FROM {b}", a=changed, b=others)
             changes = known_changes = max(1, known_changes)
         # Each slice costs a few commits: a small or short generation gets fewer, fuller slices.
         slices = slice_count(counts["planned"], busiest, cfg)
-        fetchlist = to_fetchlist(decided, gen, slices, score_order(cfg))
+        fetchlist = db.sql(to_fetchlist(gen, slices, score_order(cfg)), decided=decided)
         follows = cfg.fetch.follow and cfg.fetch.extract
         if follows and roomy:  # the keys the fetch's followers skip travel with the fetchlist
-            new_keys = decided.where(is_changed() & F.col("is_new"))
-            fetchlist = with_known_keys(fetchlist, crawldb, new_keys, cfg)
+            new_keys = db.sql(
+                f"SELECT url_key, host, domain FROM {{decided}} WHERE {is_changed()} AND is_new",
+                decided=decided,
+            )
+            fetchlist = db.sql(
+                with_known_keys(cfg), fetchlist=fetchlist, crawldb=crawldb, new_keys=new_keys
+            )
         # Slots are dealt round-robin over the slices: the busiest one fills min(slices, busiest).
         result = PlanResult(
             **counts,
@@ -223,20 +241,18 @@ def run(run: StageRun) -> PlanResult:
 
         def write_fetchlist() -> None:
             if first:  # no running row: the transaction id makes a retry's append a no-op
-                tables.append(fetchlist, root, "fetchlist", txn=(FETCHLIST_TXN, gen))
+                db.append(fetchlist, "fetchlist", txn=(FETCHLIST_TXN, gen))
             else:
-                tables.replace_where(fetchlist, root, "fetchlist", f"gen = {gen}")
+                db.replace_where(fetchlist, "fetchlist", f"gen = {gen}")
 
         def write_crawldb() -> None:
             if not known_changes:
                 # Every change is a new URL, absent from the crawldb version read above: an
                 # append, whatever crawldb's size, instead of a MERGE that scans crawldb.
-                tables.append(changed, root, "crawldb")
+                db.append(changed, "crawldb")
             else:
-                tables.merge(
-                    spark,
+                db.merge(
                     changed,
-                    root,
                     "crawldb",
                     keys=["url_key"],
                     update=_MERGE_UPDATE,
@@ -251,12 +267,12 @@ def run(run: StageRun) -> PlanResult:
         writes = [write_fetchlist] if result.planned or not first else []
         if changes:
             writes.append(write_crawldb)
-        if writes:  # at once: their commits overlap
-            tables.in_parallel(spark, *writes)
+        if writes:  # at once where the engine can: their commits overlap
+            db.in_parallel(*writes)
         if lowered is not None and lowered.upgrade:
             mark_shortest(run)  # once its lowered depths are written
     finally:
-        decided.unpersist()
+        db.drop(decided)
     return result
 
 
@@ -268,95 +284,124 @@ def clock_of(run: StageRun) -> float:
     return run.first_started(Stage.PLAN) if fixed is None else fixed
 
 
-def _addresses(
-    run: StageRun, frontier: DataFrame, crawldb: DataFrame, as_of: float
-) -> DataFrame | None:
+def _addresses(run: StageRun, frontier: Rel, crawldb: Rel, as_of: float) -> Rel | None:
     """With politeness.key = ip: the dns table, after resolving (in tasks) the candidates'
     hosts it has no answer for younger than politeness.address_ttl_seconds and MERGEing the
     answers into it. Written before any decision, so a rerun reads the same answers and
     chooses the same slots. None for the other keys."""
     if run.cfg.politeness.key != "ip":
         return None
-    fresh = run.read("dns").where(F.col("expires_at") > F.current_timestamp()).select("host")
-    missing = candidate_hosts(frontier, crawldb, run.gen, as_of).join(
-        fresh, on="host", how="left_anti"
+    db = run.db
+    missing = db.sql(
+        "SELECT c.host FROM ({hosts}) c LEFT ANTI JOIN (SELECT host FROM {dns} WHERE "
+        "expires_at > current_timestamp()) f ON c.host = f.host",
+        hosts=db.sql(candidate_hosts(run.gen, as_of), frontier=frontier, crawldb=crawldb),
+        dns=db.table("dns"),
     )
-    resolved = resolved_hosts(missing, run.cfg, time.time()).persist()  # asked once
+    cores = max(1, os.cpu_count() or 1)
+    answers = db.map_partitions(missing, ResolveTask(run.cfg, time.time()), RESOLVED, cores)
     try:
-        if not resolved.isEmpty():
-            update = {c: f"s.{c}" for c in DNS.fieldNames() if c != "host"}
-            tables.merge(run.spark, resolved, run.root, "dns", keys=["host"], update=update)
+        if not db.is_empty(answers):
+            times = {"resolved_at", "expires_at"}
+            resolved = db.sql(
+                "SELECT "
+                + ", ".join(
+                    f"timestamp_seconds(`{n}`) AS `{n}`" if n in times else f"`{n}`"
+                    for n in DNS.names
+                )
+                + " FROM {answers}",
+                answers=answers,
+            )
+            update = {c: f"s.{c}" for c in DNS.names if c != "host"}
+            db.merge(resolved, "dns", keys=["host"], update=update)
     finally:
-        resolved.unpersist()
-    return run.read("dns")
+        db.drop(answers)
+    return db.table("dns")
 
 
-def _budget_use(run: StageRun, crawldb: DataFrame) -> Used | None:
+def _budget_use(run: StageRun, crawldb: Rel, hosts: Rel) -> tuple[Rel, Rel] | None:
     """What the budgets have used up, from the hosts table's running totals when its slots
-    are hosts (politeness.key = host) and its totals cover the crawl (tables.TOTALS_PROPERTY:
-    a root made with them, or filled from crawldb here, once, on an older root). None for the
-    other keys (plan aggregates crawldb), which also mark the totals incomplete: their hosts
-    rows are per domain or address, so a later switch back to host fills them again."""
-    spark, root = run.spark, run.root
-    complete = (
-        tables.property_of(spark, root, "hosts", tables.TOTALS_PROPERTY) == tables.TOTALS_COMPLETE
-    )
+    are hosts (politeness.key = host) and its totals cover the crawl (TOTALS_PROPERTY: a root
+    made with them, or filled from crawldb here, once, on an older root). None for the other
+    keys (plan aggregates crawldb), which also mark the totals incomplete: their hosts rows
+    are per domain or address, so a later switch back to host fills them again."""
+    db = run.db
+    complete = db.property_of("hosts", TOTALS_PROPERTY) == TOTALS_COMPLETE
     if run.cfg.politeness.key != "host":
         if complete:
-            tables.set_property(spark, root, "hosts", tables.TOTALS_PROPERTY, None)
+            db.set_property("hosts", TOTALS_PROPERTY, None)
         return None
     if not complete:
         log.info("filling the hosts table's urls_tried totals from crawldb (once)")
-        tables.merge(
-            spark,
-            host_totals_from_crawldb(crawldb),
-            root,
+        db.merge(
+            db.sql(host_totals_from_crawldb(), crawldb=crawldb),
             "hosts",
             keys=["slot"],
             update={"urls_tried": "s.urls_tried", "domain": "coalesce(t.domain, s.domain)"},
         )
-        tables.set_property(spark, root, "hosts", tables.TOTALS_PROPERTY, tables.TOTALS_COMPLETE)
-    return attempted_in_hosts(run.read("hosts"))
+        db.set_property("hosts", TOTALS_PROPERTY, TOTALS_COMPLETE)
+        hosts = db.table("hosts")
+    host_used, domain_used = attempted_in_hosts()
+    return db.sql(host_used, hosts=hosts), db.sql(domain_used, hosts=hosts)
 
 
-def has_work(spark: SparkSession, root: str, cfg: Config, gen: int) -> bool:
+def has_work(db: Db, cfg: Config, gen: int) -> bool:
     """Whether planning ``gen`` now would choose anything: a URL queued or failed in crawldb
     due now (`transforms.plan.is_due`: its retry time passed), a fetched page due again by now,
     a URL new in gen's frontier that plan's URL rules (depth, extension, length) would not
     filter, or a shorter path that brings a URL within crawl.max_depth; in each case on a slot
-    the hosts table does not hold back (`held_slots`). One Spark action. The clock is
-    crawl.now, or the real one.
+    the hosts table does not hold back (`held_slots`). One query. The clock is crawl.now, or
+    the real one.
 
     A frontier holding only URLs past crawl.max_depth is the usual end of a crawl: planning it
     would only mark them filtered, at the cost of a whole generation of fixed costs. They stay
     in the frontier, so a later run with a larger max_depth plans them. URLs not due yet wait
     (`waits` says for what and until when).
     """
-    if tables.property_of(spark, root, "crawldb", tables.DEPTH_PROPERTY) != tables.DEPTH_SHORTEST:
+    if db.property_of("crawldb", DEPTH_PROPERTY) != DEPTH_SHORTEST:
         return True  # a root from before shortest paths: plan relaxes its depths once
     now = clock_now(cfg)
-    crawldb = tables.read(spark, root, "crawldb")
-    frontier = tables.read(spark, root, "frontier").filter(F.col("gen") == gen)
-    excluded = exclusions.load(cfg, spark)
-    plannable = with_filter_reason(frontier, cfg, excluded).where(F.col("filter_reason").isNull())
-    new = plannable.join(rows_of(crawldb.select("url_key"), plannable), "url_key", "left_anti")
-    closer = rows_of(crawldb, reaches_closer(frontier, crawldb, cfg))
-    hosts = ["host", "domain"]
-    due = crawldb.where(F.col("status").isin(*PENDING_STATUSES) & is_due(gen, now)).select(hosts)
+    crawldb = db.table("crawldb")
+    frontier = db.table("frontier", f"gen = {gen}")
+    excluded = exclusions.load(cfg, db.read_file)
+    plannable = db.sql(
+        f"SELECT * FROM ({with_filter_reason(cfg, excluded, '{frontier}')}) "
+        "WHERE filter_reason IS NULL",
+        frontier=frontier,
+    )
+    new = db.sql(new_candidates(), frontier=plannable, crawldb=crawldb)
+    closer = db.sql(
+        rows_of("{crawldb}", f"({reaches_closer(cfg)})"), frontier=frontier, crawldb=crawldb
+    )
+    due = (
+        f"SELECT host, domain FROM {{crawldb}} WHERE {is_in('status', PENDING_STATUSES)} AND "
+        f"{is_due(gen, now)}"
+    )
     if revisits(cfg.recrawl):
-        due = due.unionByName(due_revisits(crawldb, gen, now).select(hosts))
-    candidates = due.unionByName(new.select(hosts)).unionByName(closer.select(hosts))
-    return not _free(spark, root, cfg, candidates).isEmpty()
+        due += f" UNION ALL SELECT host, domain FROM ({due_revisits(gen, now)})"
+    candidates = db.sql(
+        f"{due} UNION ALL SELECT host, domain FROM {{new}} UNION ALL SELECT host, domain "
+        "FROM {closer}",
+        crawldb=crawldb,
+        new=new,
+        closer=closer,
+    )
+    return not db.is_empty(_free(db, cfg, candidates))
 
 
-def _free(spark: SparkSession, root: str, cfg: Config, rows: DataFrame) -> DataFrame:
+def _free(db: Db, cfg: Config, rows: Rel) -> Rel:
     """The rows (host, domain) whose slot the hosts table does not hold back."""
-    if not tables.exists(spark, root, "hosts"):
+    if not db.exists("hosts"):
         return rows
-    held = held_slots(tables.read(spark, root, "hosts"), cfg, hold_now(cfg.crawl.now))
-    slotted = with_slot(rows, cfg, _addresses_known(spark, root, cfg))
-    marked = with_hold(slotted, held.select("slot", F.lit(True).alias("_held")), _by_host(cfg))
-    return marked.where(F.col("_held").isNull()).drop("_held")
+    held = db.sql(
+        f"SELECT slot, TRUE AS _held FROM ({held_slots(cfg, hold_now(cfg.crawl.now))})",
+        hosts=db.table("hosts"),
+    )
+    slotted = db.sql(
+        with_slot(cfg, "{rows}", _addresses_name(db, cfg)), **_slot_inputs(db, cfg, rows)
+    )
+    marked = db.sql(with_hold(("_held",), _by_host(cfg), "{df}", "{held}"), df=slotted, held=held)
+    return db.sql("SELECT host, domain FROM {m} WHERE _held IS NULL", m=marked)
 
 
 def _by_host(cfg: Config) -> bool:
@@ -365,11 +410,19 @@ def _by_host(cfg: Config) -> bool:
     return cfg.politeness.key == "ip"
 
 
-def _addresses_known(spark: SparkSession, root: str, cfg: Config) -> DataFrame | None:
-    """politeness.key = ip: the dns table (the slots of the names resolved so far)."""
-    if cfg.politeness.key == "ip" and tables.exists(spark, root, "dns"):
-        return tables.read(spark, root, "dns")
+def _addresses_name(db: Db, cfg: Config) -> str | None:
+    """politeness.key = ip: the dns table (the slots of the names resolved so far) as the
+    input ``{addresses}``; None otherwise."""
+    if cfg.politeness.key == "ip" and db.exists("dns"):
+        return "{addresses}"
     return None
+
+
+def _slot_inputs(db: Db, cfg: Config, rows: Rel) -> dict[str, Rel]:
+    inputs = {"rows": rows}
+    if _addresses_name(db, cfg):
+        inputs["addresses"] = db.table("dns")
+    return inputs
 
 
 def clock_now(cfg: Config) -> float:
@@ -389,52 +442,53 @@ class Wait:
     due: float | None
 
 
-def waits(spark: SparkSession, root: str, cfg: Config, gen: int) -> list[Wait]:
-    """What the URLs not due in ``gen`` now wait for (one Spark action): failed URLs their
-    retry time (crawldb.not_before), URLs of held slots their host's Retry-After, cool-down,
-    robots.txt retry or Crawl-delay (`transforms.plan.holds`), fetched pages their revisit
+def waits(db: Db, cfg: Config, gen: int) -> list[Wait]:
+    """What the URLs not due in ``gen`` now wait for (one query): failed URLs their retry time
+    (crawldb.not_before), URLs of held slots their host's Retry-After, cool-down, robots.txt
+    retry or Crawl-delay (`transforms.plan.holds`), fetched pages their revisit
     (next_fetch_at, when recrawl revisits)."""
     now = clock_now(cfg)
-    at = F.timestamp_seconds(F.lit(now))
-    crawldb = tables.read(spark, root, "crawldb")
-    pending = crawldb.where(F.col("status").isin(*PENDING_STATUSES)).select(
-        "host",
-        "domain",
-        F.when(F.col("not_before") > at, F.lit(Waiting.RETRY)).alias("wait"),
-        F.col("not_before").alias("wait_until"),
+    at = timestamp_of(now)
+    pending = (
+        f"SELECT host, domain, CASE WHEN not_before > {at} THEN {lit(Waiting.RETRY)} END AS "
+        f"wait, not_before AS wait_until FROM {{crawldb}} WHERE {is_in('status', PENDING_STATUSES)}"
     )
     if revisits(cfg.recrawl):
-        stored = crawldb.where(F.col("status").isin(*REVISITED_STATUSES)).select(
-            "host",
-            "domain",
-            F.when(F.col("next_fetch_at") > at, F.lit(Waiting.REVISIT)).alias("wait"),
-            F.col("next_fetch_at").alias("wait_until"),
+        pending += (
+            f" UNION ALL SELECT host, domain, CASE WHEN next_fetch_at > {at} THEN "
+            f"{lit(Waiting.REVISIT)} END AS wait, next_fetch_at AS wait_until FROM {{crawldb}} "
+            f"WHERE {is_in('status', REVISITED_STATUSES)}"
         )
-        pending = pending.unionByName(stored)
-    if tables.exists(spark, root, "hosts"):
-        held = holds(tables.read(spark, root, "hosts"), cfg, hold_now(cfg.crawl.now))
-        slotted = with_slot(pending, cfg, _addresses_known(spark, root, cfg))
+    crawldb = db.table("crawldb")
+    rows = db.sql(pending, crawldb=crawldb)
+    if db.exists("hosts"):
+        held = db.sql(holds(cfg, hold_now(cfg.crawl.now)), hosts=db.table("hosts"))
+        slotted = db.sql(
+            with_slot(cfg, "{rows}", _addresses_name(db, cfg)), **_slot_inputs(db, cfg, rows)
+        )
+        marked = db.sql(
+            with_hold(("hold", "until"), _by_host(cfg), "{df}", "{held}"), df=slotted, held=held
+        )
         # a URL waits for the later of its own retry and its slot's hold
-        own = F.col("wait").isNotNull() & (
-            F.col("hold").isNull() | (F.col("wait_until") >= F.col("until"))
+        own = "(wait IS NOT NULL AND (hold IS NULL OR wait_until >= until))"
+        rows = db.sql(
+            f"SELECT CASE WHEN {own} THEN wait ELSE hold END AS wait, CASE WHEN {own} THEN "
+            "wait_until ELSE until END AS wait_until FROM {m}",
+            m=marked,
         )
-        pending = with_hold(slotted, held, _by_host(cfg)).select(
-            F.when(own, F.col("wait")).otherwise(F.col("hold")).alias("wait"),
-            F.when(own, F.col("wait_until")).otherwise(F.col("until")).alias("wait_until"),
-        )
-    rows = (
-        pending.where(F.col("wait").isNotNull())
-        .groupBy("wait")
-        .agg(F.count(F.lit(1)).alias("urls"), F.min("wait_until").alias("due"))
-        .collect()
-    )
     found = [
         Wait(
             r["wait"],
             int(r["urls"]),
             r["due"].replace(tzinfo=dt.UTC).timestamp() if r["due"] else None,
         )
-        for r in rows
+        for r in db.collect(
+            db.sql(
+                "SELECT wait, count(*) AS urls, min(wait_until) AS due FROM {r} "
+                "WHERE wait IS NOT NULL GROUP BY wait",
+                r=rows,
+            )
+        )
     ]
     order = {w: i for i, w in enumerate(words(Waiting))}
     return sorted(found, key=lambda w: order.get(w.reason, len(order)))

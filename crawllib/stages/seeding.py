@@ -8,15 +8,12 @@ crawldb, or already in the target generation of the frontier, are not added agai
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import io
 import logging
 import os
 from collections.abc import Iterable, Iterator
 from urllib.parse import urlsplit
-
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from crawllib.config import Config
 from crawllib.core.urls import (
@@ -29,11 +26,13 @@ from crawllib.core.urls import (
 )
 from crawllib.core.vocab import FrontierReason
 from crawllib.policy.netsafety import host_problem
-from crawllib.store import hadoopfs, tables
-from crawllib.store.schemas import FRONTIER, columns_of
+from crawllib.store.db import Db
+from crawllib.store.filestore import folder_at
+from crawllib.store.schemas import FRONTIER, select_list
 from crawllib.transforms.depth import unknown_or_shallower
 from crawllib.transforms.lookup import rows_of
 from crawllib.transforms.plan import queued_rows
+from crawllib.transforms.sqltext import lit
 
 log = logging.getLogger(__name__)
 
@@ -76,54 +75,76 @@ def check_url(text: str, cfg: Config) -> tuple[str | None, str | None]:
     return url, None
 
 
-def read_text_seeds(spark: SparkSession, path: str) -> Iterator[tuple[int, str]]:
+def read_text_seeds(db: Db, path: str) -> Iterator[tuple[int, str]]:
     """(line number, text) of every non-blank, non-comment line of a local or URI text file."""
-    with contextlib.ExitStack() as stack:
-        lines: Iterable[str]
-        if hadoopfs.is_uri(path):
-            data = hadoopfs.read_bytes(spark, path)
-            lines = data.decode("utf-8", errors="replace").splitlines()
+    lines = db.read_file(path).decode("utf-8", errors="replace").lstrip("\ufeff").splitlines()
+    for number, line in enumerate(lines, start=1):
+        text = line.strip()
+        if text and not text.startswith("#"):
+            yield number, text
+
+
+def _table_files(db: Db, path: str) -> list[tuple[str, bytes]]:
+    """(name, bytes) of a seed table: one file, or the data files of a folder (Spark's part
+    files), in name order."""
+    if db.is_file(path):
+        return [(path, db.read_file(path))]
+    if os.path.isdir(path):
+        names = sorted(n for n in os.listdir(path) if not n.startswith(("_", ".")))
+        return [(n, db.read_file(os.path.join(path, n))) for n in names]
+    folder = folder_at(path, db.cfg)
+    names = sorted(n for n in folder.sizes() if not n.startswith(("_", ".")))
+    return [(n, folder.read(n) or b"") for n in names]
+
+
+def read_table_seeds(db: Db, path: str) -> Iterator[tuple[int, str]]:
+    """(row number, url) from a CSV (with header) or Parquet path with a ``url`` column: a
+    file, or a folder of them."""
+    import pyarrow.csv
+    import pyarrow.parquet
+
+    number = 0
+    for name, data in _table_files(db, path):
+        if name.endswith(".csv") or path.endswith(".csv"):
+            table = pyarrow.csv.read_csv(io.BytesIO(data))
         else:
-            lines = stack.enter_context(open(path, encoding="utf-8", errors="replace"))
-        for number, line in enumerate(lines, start=1):
-            text = line.strip()
-            if text and not text.startswith("#"):
-                yield number, text
+            table = pyarrow.parquet.read_table(io.BytesIO(data))
+        if "url" not in table.column_names:
+            raise ValueError(
+                f"seed table {path} has no 'url' column (columns: {', '.join(table.column_names)})"
+            )
+        for value in table.column("url").to_pylist():
+            number += 1
+            yield number, str(value or "").strip()
 
 
-def read_table_seeds(spark: SparkSession, path: str) -> Iterator[tuple[int, str]]:
-    """(row number, url) from a CSV (with header) or Parquet path with a ``url`` column."""
-    if path.endswith(".csv") or (
-        os.path.isdir(path) and any(n.endswith(".csv") for n in os.listdir(path))
-    ):
-        df = spark.read.option("header", True).csv(path)
-    else:
-        df = spark.read.parquet(path)
-    if "url" not in df.columns:
-        raise ValueError(
-            f"seed table {path} has no 'url' column (columns: {', '.join(df.columns)})"
-        )
-    for number, row in enumerate(df.select("url").toLocalIterator(), start=1):
-        yield number, (row["url"] or "").strip()
-
-
-def is_text_file(spark: SparkSession, path: str) -> bool:
+def is_text_file(db: Db, path: str) -> bool:
     """A file (not a folder of part files) that is neither CSV nor Parquet."""
     if path.endswith((".csv", ".parquet")):
         return False
-    return hadoopfs.is_file(spark, path) if hadoopfs.is_uri(path) else os.path.isfile(path)
+    return db.is_file(path)
 
 
-def seed(spark: SparkSession, root: str, path: str, cfg: Config, gen: int) -> SeedReport:
+def exists(db: Db, path: str) -> bool:
+    if not _is_uri(path):
+        return os.path.exists(path)
+    return db.is_file(path) or bool(folder_at(path, db.cfg).sizes())
+
+
+def _is_uri(path: str) -> bool:
+    return "://" in path and not path.startswith("file:")
+
+
+def seed(db: Db, path: str, cfg: Config, gen: int) -> SeedReport:
     """Normalise, dedup and write seeds as frontier rows of ``gen`` plus queued crawldb rows."""
-    if not (hadoopfs.exists(spark, path) if hadoopfs.is_uri(path) else os.path.exists(path)):
+    if not exists(db, path):
         raise FileNotFoundError(f"seed file {path} does not exist")
-    text_file = is_text_file(spark, path)
+    text_file = is_text_file(db, path)
     lines: Iterable[tuple[int, str]] = (
-        read_text_seeds(spark, path) if text_file else read_table_seeds(spark, path)
+        read_text_seeds(db, path) if text_file else read_table_seeds(db, path)
     )
     report = SeedReport(gen=gen)
-    rows: dict[int, tuple] = {}
+    rows: dict[int, dict[str, object]] = {}
     for number, text in lines:
         report.read += 1
         url, reason = check_url(text, cfg)
@@ -133,51 +154,85 @@ def seed(spark: SparkSession, root: str, path: str, cfg: Config, gen: int) -> Se
             continue
         report.valid += 1
         host = host_of(url)
-        rows.setdefault(url_key(url), (url, url_key(url), host, registered_domain(host)))
+        key = url_key(url)
+        rows.setdefault(
+            key,
+            {
+                "gen": gen,
+                "url": url,
+                "url_key": key,
+                "host": host,
+                "domain": registered_domain(host),
+            },
+        )
     if not rows:
         return report
-    df = spark.createDataFrame(
-        list(rows.values()), "url string, url_key long, host string, domain string"
-    )
+    given = db.rows(rows.values(), FRONTIER)
     # Seeds crawldb holds deeper than 0 are offered depth 0 (plan lowers it) but not queued.
-    crawldb = tables.read(spark, root, "crawldb")
-    seeds = unknown_or_shallower(df, crawldb, "url_key", F.lit(0)).cache()
-    new = seeds.join(rows_of(crawldb.select("url_key"), seeds), "url_key", "left_anti")
-    counts = tables.one_row(
-        seeds.agg(F.count(F.lit(1)).alias("seeds")).crossJoin(
-            new.agg(F.count(F.lit(1)).alias("added"))
+    crawldb = db.table("crawldb", columns=["url_key", "depth"])
+    seeds = db.keep(
+        db.sql(
+            unknown_or_shallower("{given}", "{crawldb}", "url_key", "0"),
+            given=given,
+            crawldb=crawldb,
+        )
+    )
+    new = db.sql(
+        "SELECT s.* FROM {seeds} s LEFT ANTI JOIN (" + rows_of("{crawldb}", "{seeds}") + ") k "
+        "ON s.url_key = k.url_key",
+        seeds=seeds,
+        crawldb=crawldb,
+    )
+    counts = db.one_row(
+        db.sql(
+            "SELECT (SELECT count(*) FROM {seeds}) AS seeds, (SELECT count(*) FROM {new}) AS added",
+            seeds=seeds,
+            new=new,
         )
     )
     report.added = int(counts["added"])
     if not counts["seeds"]:
-        seeds.unpersist()
+        db.drop(seeds)
         return report
-    frontier = seeds.select(
-        *columns_of(
+    frontier = db.sql(
+        "SELECT "
+        + select_list(
             FRONTIER,
-            gen=F.lit(gen),
-            depth=F.lit(0),
-            source_url=F.lit(None),
-            reason=F.lit(FrontierReason.SEED),
-            discovered_at=F.current_timestamp(),
-            score=F.lit(cfg.generate.seed_score),
-            redirects=F.lit(None),
+            gen=lit(gen),
+            depth="0",
+            source_url="NULL",
+            reason=lit(FrontierReason.SEED),
+            discovered_at="current_timestamp()",
+            score=lit(float(cfg.generate.seed_score)),
+            redirects="NULL",
         )
+        + " FROM {seeds}",
+        seeds=seeds,
     )
+    frontier = db.keep(frontier)
     # Frontier first, crawldb second: a crash in between leaves URLs that a rerun seeds again,
     # and the anti-join on the seed rows of gen keeps them from being queued twice. Two
     # appends, not MERGEs (a MERGE costs several appends): the URLs are new to crawldb (or
     # offers of depth 0), and the frontier gets only the seed rows it does not hold (a URL a
     # link already queued keeps its link row beside its seed row; plan takes the shallower).
-    queued = (
-        tables.read(spark, root, "frontier")
-        .where((F.col("gen") == gen) & (F.col("reason") == FrontierReason.SEED))
-        .select("url_key")
+    queued = db.table(
+        "frontier", f"gen = {gen} AND reason = '{FrontierReason.SEED}'", columns=["url_key"]
     )
-    tables.append(frontier.join(queued, on="url_key", how="left_anti"), root, "frontier")
+    db.append(
+        db.sql(
+            "SELECT f.* FROM {frontier} f LEFT ANTI JOIN {queued} q ON f.url_key = q.url_key",
+            frontier=frontier,
+            queued=queued,
+        ),
+        "frontier",
+    )
     if report.added:
-        tables.append(
-            queued_rows(frontier.join(new.select("url_key"), "url_key"), gen), root, "crawldb"
+        fresh = db.sql(
+            "SELECT f.* FROM {frontier} f LEFT SEMI JOIN {new} n ON f.url_key = n.url_key",
+            frontier=frontier,
+            new=new,
         )
-    seeds.unpersist()
+        db.append(db.sql(queued_rows(gen), frontier=fresh), "crawldb")
+    db.drop(frontier)
+    db.drop(seeds)
     return report

@@ -1,17 +1,16 @@
-"""The traps table (URL-pattern traps: crawllib.policy.traps has the rules,
-crawllib.transforms.traps their Spark side): how the stages read it and how update adds a
-generation's counts."""
+"""The traps and aliases tables as the stages read them (URL-pattern traps:
+crawllib.policy.traps has the rules, crawllib.transforms.traps their SQL; alias hosts:
+crawllib.transforms.aliases), and how update adds a generation's counts."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
-
 from crawllib.config import Config
-from crawllib.store import tables
+from crawllib.store.db import Db, Rel
+from crawllib.transforms.aliases import alias_hosts
 from crawllib.transforms.traps import trapped_patterns
 
 # MERGE of pattern_counts (s) into traps (t) on (host, pattern), guarded by
-# tables.ONCE_PER_GEN: a generation adds its counts once.
+# crawllib.store.db.ONCE_PER_GEN: a generation adds its counts once.
 TRAPS_UPDATE = {
     "pages": "t.pages + s.pages",
     "duplicates": "t.duplicates + s.duplicates",
@@ -20,9 +19,17 @@ TRAPS_UPDATE = {
 }
 
 
-def read_trapped(spark: SparkSession, root: str, cfg: Config) -> DataFrame | None:
-    """:func:`trapped_patterns` of the crawl root's traps table; None on a root without one
-    yet."""
-    if not tables.exists(spark, root, "traps"):
+def read_trapped(db: Db, cfg: Config) -> Rel | None:
+    """The trapped patterns (host, pattern) of the crawl root's traps table; None on a root
+    without one yet."""
+    if not db.exists("traps"):
         return None
-    return trapped_patterns(tables.read(spark, root, "traps"), cfg)
+    return db.sql(trapped_patterns(cfg), traps=db.table("traps"))
+
+
+def read_aliased(db: Db, cfg: Config) -> Rel | None:
+    """The hosts judged aliases (host, alias_of); None on a root without an aliases table
+    yet."""
+    if not db.exists("aliases"):
+        return None
+    return db.sql(alias_hosts(cfg), aliases=db.table("aliases"), traps=db.table("traps"))

@@ -13,7 +13,7 @@
 
 crawldb is looked up once, for every key these need (the fetched URLs, the link and
 redirect targets, sitemap entries, the first copies duplicates name): the rows are
-checkpointed and every step joins those.
+kept and every step joins those.
 
 Idempotent: texts and the frontier rows of N + 1 are replaced on a rerun (a first run
 appends; the followed rows of N are appended only where the frontier lacks them), the MERGEs
@@ -28,10 +28,6 @@ import dataclasses
 import logging
 from typing import ClassVar
 
-from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-
 from crawllib.config import Config
 from crawllib.core.vocab import (
     VISITED_OUTCOMES,
@@ -41,23 +37,24 @@ from crawllib.core.vocab import (
     Stage,
     StageState,
     Status,
-    sql_list,
 )
+from crawllib.engine.partition import EXTRACTED_PAGE, ExtractTask
 from crawllib.stages import pages as pages_mod
 from crawllib.stages.base import StageResult, StageRun
 from crawllib.stages.fetch import FetchResult
-from crawllib.store import generations, tables
+from crawllib.store import generations
+from crawllib.store.db import Db, Rel
 from crawllib.store.schemas import TEXTS
 from crawllib.transforms.depth import redirect_edges
 from crawllib.transforms.lookup import rows_of
 from crawllib.transforms.parse import (
-    extract_pages,
     followed_links,
     next_frontier,
     sitemap_frontier,
     texts_of,
 )
 from crawllib.transforms.priority import link_cash, sources_of
+from crawllib.transforms.sqltext import is_in, lit
 from crawllib.transforms.update import (
     SITEMAP_HINTS_GUARD,
     SITEMAP_HINTS_UPDATE,
@@ -66,7 +63,6 @@ from crawllib.transforms.update import (
     crawldb_updates,
     followed_frontier,
     redirect_frontier,
-    redirect_target_key,
     score_updates,
     sitemap_hints,
     visit_counts,
@@ -151,13 +147,11 @@ _COUNTED_STATUS = {
 }
 
 
-def merge_sitemap_hints(spark: SparkSession, root: str, sitemaps: DataFrame, cfg: Config) -> None:
+def merge_sitemap_hints(db: Db, sitemaps: Rel, cfg: Config) -> None:
     """MERGE what ``sitemaps`` rows say (transforms.update.sitemap_hints) into crawldb's pages
     with a stored version, guarded so that a rerun changes nothing."""
-    tables.merge(
-        spark,
-        sitemap_hints(sitemaps, cfg),
-        root,
+    db.merge(
+        db.sql(sitemap_hints(cfg), sitemaps=sitemaps),
         "crawldb",
         keys=["url_key"],
         update=SITEMAP_HINTS_UPDATE,
@@ -169,40 +163,50 @@ def merge_sitemap_hints(spark: SparkSession, root: str, sitemaps: DataFrame, cfg
 
 def run(run: StageRun) -> UpdateResult:
     """Update crawldb, texts, the frontier, traps and aliases from generation ``run.gen``."""
-    spark, gen = run.spark, run.gen
-    fetches = run.read("fetches").where(F.col("gen") == gen).persist(StorageLevel.MEMORY_AND_DISK)
-    sitemaps = run.read("sitemaps").where(F.col("gen") == gen).persist(StorageLevel.MEMORY_AND_DISK)
+    db, gen = run.db, run.gen
+    fetches = db.keep(db.table("fetches", f"gen = {gen}"))
+    sitemaps = db.keep(db.table("sitemaps", f"gen = {gen}"))
+    kept = [fetches, sitemaps]
     try:
-        if run.first and fetches.isEmpty() and sitemaps.isEmpty():
+        if run.first and db.is_empty(fetches) and db.is_empty(sitemaps):
             return UpdateResult.nothing()  # nothing fetched: an idle generation
         texts, extracted, marks = _texts_and_marks(run)
-        links = run.read("links").where(F.col("gen") == gen).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            known = _known(run, fetches, links, sitemaps, marks)
-            seen = fetches.select("url_key", "url", "depth")
-            crawled = known.select("url_key", "url", "depth").unionByName(seen)
-            outlinks = followed_links(links, marks, run.cfg, crawled.select("url_key", "depth"))
-            cash = link_cash(outlinks, sources_of(texts.narrow, known), run.cfg)
-            pages = fetches.where(F.col("outcome") == Outcome.OK).select(
-                "url_key", "url", "host", "depth"
-            )
-            counts: dict[str, int] = {"extracted": extracted}
-            for part in tables.in_parallel(
-                spark,
-                lambda: pages_mod.write_texts(run, texts.full, marks, texts.replace, texts.stored),
-                lambda: _write_frontier(run, fetches, sitemaps, known, crawled, outlinks, cash),
-                lambda: _merge_crawldb(run, fetches, sitemaps, texts.narrow, known, cash),
-                lambda: pages_mod.count_patterns(run, pages, marks, known),
-            ):
-                counts.update(part)
-            counts["links"] = links.count()
-            counts["key_collisions"] = pages_mod.count_collisions(run, links, sitemaps, known)
-        finally:
-            links.unpersist()
+        kept += [texts.narrow, marks]
+        links = db.keep(db.table("links", f"gen = {gen}"))
+        kept.append(links)
+        known = db.keep(_known(run, fetches, links, sitemaps, marks))
+        kept.append(known)
+        crawled = db.sql(
+            "SELECT url_key, url, depth FROM {known} UNION ALL SELECT url_key, url, depth "
+            "FROM {fetches}",
+            known=known,
+            fetches=fetches,
+        )
+        outlinks = db.keep(
+            db.sql(followed_links(run.cfg), links=links, marks=marks, depths=crawled)
+        )
+        kept.append(outlinks)
+        sources = db.sql(sources_of(), texts=texts.narrow, crawldb=known)
+        cash = db.keep(db.sql(link_cash(run.cfg), links=outlinks, sources=sources))
+        kept.append(cash)
+        pages = db.sql(
+            f"SELECT url_key, url, host, depth FROM {{f}} WHERE outcome = {lit(Outcome.OK)}",
+            f=fetches,
+        )
+        counts: dict[str, int] = {"extracted": extracted}
+        for part in db.in_parallel(
+            lambda: pages_mod.write_texts(run, texts.full, marks, texts.replace, texts.stored),
+            lambda: _write_frontier(run, fetches, sitemaps, known, crawled, outlinks, cash),
+            lambda: _merge_crawldb(run, fetches, sitemaps, texts.narrow, known, cash),
+            lambda: pages_mod.count_patterns(run, pages, marks, known),
+        ):
+            counts.update(part)
+        counts["links"] = db.count(links)
+        counts["key_collisions"] = pages_mod.count_collisions(run, links, sitemaps, known)
         counts.update(_status_counts(run, fetches))
     finally:
-        fetches.unpersist()
-        sitemaps.unpersist()
+        for rel in kept:
+            db.drop(rel)
     fields = {f.name for f in dataclasses.fields(UpdateResult)}
     result = UpdateResult(**{k: v for k, v in counts.items() if k in fields})
     log.info("update gen %d: %s", gen, result)
@@ -212,201 +216,241 @@ def run(run: StageRun) -> UpdateResult:
 @dataclasses.dataclass(frozen=True)
 class _Texts:
     """The generation's texts rows: ``full`` (every column, for the write), ``narrow`` (what
-    the MERGE and the cash need), whether the table may hold rows of gen (``replace``), and
-    ``stored``: the stored rows, when nothing was extracted now (write_texts then rewrites
-    them only when a mark changes)."""
+    the MERGE and the cash need, with the marks; kept), whether the table may hold rows of gen
+    (``replace``), and ``stored``: the stored rows, when nothing was extracted now
+    (write_texts then rewrites them only when a mark changes)."""
 
-    full: DataFrame
-    narrow: DataFrame
+    full: Rel
+    narrow: Rel
     replace: bool
-    stored: DataFrame | None
+    stored: Rel | None
 
 
-def _texts_and_marks(run: StageRun) -> tuple[_Texts, int, DataFrame]:
+def _texts_and_marks(run: StageRun) -> tuple[_Texts, int, Rel]:
     """The generation's texts (extracting what the fetch did not: every page when forced to
     re-extract, ``crawl parse --force``), how many pages were extracted now, and the
-    duplicate marks (checkpointed)."""
-    gen, cfg = run.gen, run.cfg
-    stored = run.read("texts").where(F.col("gen") == gen)
-    pages = run.read("pages").where(F.col("gen") == gen)
+    duplicate marks (kept)."""
+    db, gen, cfg = run.db, run.gen, run.cfg
+    stored = db.table("texts", f"gen = {gen}")
     fetched = run.previous if isinstance(run.previous, FetchResult) else None
     all_extracted = fetched is not None and fetched.extracted >= fetched.pages
     extracted_now = 0
     texts = stored
     replace = not run.first
     if run.reextract or not all_extracted:
+        pages = db.table("pages", f"gen = {gen}")
         todo = (
-            pages if run.reextract else pages.join(stored.select("url_key"), "url_key", "left_anti")
+            pages
+            if run.reextract
+            else db.sql(
+                "SELECT p.* FROM {pages} p LEFT ANTI JOIN {stored} s ON p.url_key = s.url_key",
+                pages=pages,
+                stored=stored,
+            )
         )
-        extracted = extract_pages(todo, cfg).persist(StorageLevel.MEMORY_AND_DISK)
-        extracted_now = extracted.count()
+        extracted = db.map_partitions(todo, ExtractTask(cfg), EXTRACTED_PAGE, db.parallelism())
+        extracted_now = db.count(extracted)
         if extracted_now:
             pages_mod.write_links(run, extracted, keep_stored=not run.reextract)
-            kept = stored.join(extracted.select("url_key"), "url_key", "left_anti")
-            texts = kept.select(*TEXTS.fieldNames()).unionByName(texts_of(extracted))
+            texts = db.keep(
+                db.sql(
+                    f"SELECT {', '.join(f's.`{n}`' for n in TEXTS.names)} FROM {{stored}} s "
+                    "LEFT ANTI JOIN {extracted} e ON s.url_key = e.url_key UNION ALL "
+                    f"SELECT * FROM ({texts_of()})",
+                    stored=stored,
+                    extracted=extracted,
+                )
+            )
             replace = True  # the fetch's rows of gen, if any, are rewritten with the new ones
-        else:
-            extracted.unpersist()
+        db.drop(extracted)
     marks = pages_mod.duplicate_marks(run, texts)
-    narrow = (
-        texts.select(*NARROW_TEXTS)
-        .join(marks.select("url_key", "duplicate_of", "duplicate_kind"), "url_key", "left")
-        .localCheckpoint()
+    narrow = db.keep(
+        db.sql(
+            f"SELECT {', '.join(f't.`{n}`' for n in NARROW_TEXTS)}, m.duplicate_of, "
+            "m.duplicate_kind FROM {texts} t LEFT JOIN {marks} m ON t.url_key = m.url_key",
+            texts=texts,
+            marks=marks,
+        )
     )
-    replace = replace or not stored.isEmpty() if not extracted_now else replace
+    if not extracted_now:
+        replace = replace or not db.is_empty(stored)
     return _Texts(texts, narrow, replace, None if extracted_now else stored), extracted_now, marks
 
 
 # What the MERGE and the cash read of the generation's texts (no page text)
-NARROW_TEXTS = ("url_key", "host", "content_hash", "directives")
+NARROW_TEXTS = ("url_key", "host", "slice", "content_hash", "directives")
 
 
-def _known(
-    run: StageRun,
-    fetches: DataFrame,
-    links: DataFrame,
-    sitemaps: DataFrame,
-    marks: DataFrame,
-) -> DataFrame:
+def _known(run: StageRun, fetches: Rel, links: Rel, sitemaps: Rel, marks: Rel) -> Rel:
     """crawldb's rows of every URL the update needs (fetched, linked, listed, redirected to,
-    named as a first copy), looked up once and checkpointed."""
-    listed = sitemaps.select(F.explode("entries").alias("e")).select(
-        F.col("e.url_key").alias("url_key")
+    named as a first copy), looked up once."""
+    db = run.db
+    keys = db.sql(
+        "SELECT url_key FROM {fetches} UNION ALL SELECT dst_key AS url_key FROM {links} "
+        "UNION ALL SELECT e.url_key AS url_key FROM (SELECT explode(entries) AS e FROM "
+        "{sitemaps}) UNION ALL SELECT target_key AS url_key FROM ("
+        + redirect_edges()
+        + ") UNION ALL SELECT duplicate_of AS url_key FROM {marks}",
+        fetches=fetches,
+        links=links,
+        sitemaps=sitemaps,
+        marks=marks,
     )
-    redirected = redirect_edges(fetches, redirect_target_key(F.col("redirect_to"))).select(
-        F.col("target_key").alias("url_key")
-    )
-    keys = (
-        fetches.select("url_key")
-        .unionByName(links.select(F.col("dst_key").alias("url_key")))
-        .unionByName(listed)
-        .unionByName(redirected)
-        .unionByName(marks.select(F.col("duplicate_of").alias("url_key")))
-    )
-    return rows_of(crawldb_as_fetched(run), keys).localCheckpoint()
+    return db.sql(rows_of("{crawldb}", "{keys}"), crawldb=crawldb_as_fetched(run), keys=keys)
 
 
-def crawldb_as_fetched(run: StageRun) -> DataFrame:
+def crawldb_as_fetched(run: StageRun) -> Rel:
     """crawldb as the first run of this update read it. Nothing writes crawldb between fetch N
     and update N but update N itself, so a rerun reads the version fetch N's done row recorded:
     the scores and depths the first run's MERGE raised or lowered would otherwise change the
     cash and the frontier it writes again. The latest version on a first run, or when no
     version is recorded (an older root)."""
     if run.first:
-        return run.read("crawldb")
+        return run.db.table("crawldb")
     done = [
         r
-        for r in generations.read_rows(run.spark, run.root)
+        for r in generations.read_rows(run.db)
         if (r.gen, r.stage, r.state) == (run.gen, Stage.FETCH, StageState.DONE) and r.versions
     ]
     version = max(done, key=lambda r: r.at).versions.get("crawldb") if done else None
     if version is None:
-        return run.read("crawldb")
-    return tables.read_version(run.spark, run.root, "crawldb", version)
+        return run.db.table("crawldb")
+    return run.db.table("crawldb", version=version)
 
 
 def _write_frontier(
     run: StageRun,
-    fetches: DataFrame,
-    sitemaps: DataFrame,
-    known: DataFrame,
-    crawled: DataFrame,
-    outlinks: DataFrame,
-    cash: DataFrame,
+    fetches: Rel,
+    sitemaps: Rel,
+    known: Rel,
+    crawled: Rel,
+    outlinks: Rel,
+    cash: Rel,
 ) -> dict[str, int]:
     """Frontier rows of gen + 1 (links, sitemaps, redirects: new URLs and shorter paths) and
     of gen (the URLs the fetch followed, as if plan had taken them); one append on a first
     run. ``crawled``: the known and fetched URLs (url_key, url, depth); ``outlinks``: the
     links followed (parse.followed_links); ``cash``: what they pass. Counts: new_frontier
     (rows of gen + 1), redirects_queued."""
-    gen, cfg = run.gen, run.cfg
-    reasons = sql_list([FrontierReason.LINK, FrontierReason.SITEMAP, FrontierReason.REDIRECT])
-    where = f"gen = {gen + 1} AND reason IN ({reasons})"
-    held = run.read("frontier").where(F.col("gen") == gen).select("url_key")
-    followed = followed_frontier(fetches, held, gen)
+    db, gen, cfg = run.db, run.gen, run.cfg
+    reasons = is_in(
+        "reason", (FrontierReason.LINK, FrontierReason.SITEMAP, FrontierReason.REDIRECT)
+    )
+    where = f"gen = {gen + 1} AND {reasons}"
+    held = db.table("frontier", f"gen = {gen}", columns=["gen", "url_key"])
+    followed = db.sql(followed_frontier(gen), fetches=fetches, frontier=held)
     if not run.frontier_open:  # gen + 1 was planned from it: kept as it is
-        nexts = run.read("frontier").where(where)
-        tables.append(followed, run.root, "frontier")
-        return _frontier_counts(nexts)
-    depths = fetches.where(F.col("outcome") == Outcome.OK).select("url_key", "depth")
-    linked = next_frontier(outlinks, depths, crawled, gen, cash)
-    also_known = crawled.select("url_key", "depth").unionByName(linked.select("url_key", "depth"))
-    listed = sitemap_frontier(sitemaps, also_known, gen, cfg.generate.internal_link_weight)
-    redirected = redirect_frontier(fetches, known, gen, cfg.fetch.max_redirects)
-    nexts = linked.unionByName(listed).unionByName(redirected).localCheckpoint()
+        nexts = db.table("frontier", where)
+        db.append(followed, "frontier")
+        return _frontier_counts(db, nexts)
+    depths = db.sql(
+        f"SELECT url_key, depth FROM {{f}} WHERE outcome = {lit(Outcome.OK)}", f=fetches
+    )
+    linked = db.keep(
+        db.sql(
+            next_frontier(gen, cash=True), links=outlinks, pages=depths, known=crawled, cash=cash
+        )
+    )
+    also_known = db.sql(
+        "SELECT url_key, depth FROM {crawled} UNION ALL SELECT url_key, depth FROM {linked}",
+        crawled=crawled,
+        linked=linked,
+    )
+    listed = db.sql(
+        sitemap_frontier(gen, cfg.generate.internal_link_weight),
+        sitemaps=sitemaps,
+        known=also_known,
+    )
+    redirected = db.sql(
+        redirect_frontier(gen, cfg.fetch.max_redirects), fetches=fetches, crawldb=known
+    )
+    nexts = db.keep(
+        db.sql(
+            "SELECT * FROM {a} UNION ALL SELECT * FROM {b} UNION ALL SELECT * FROM {c}",
+            a=linked,
+            b=listed,
+            c=redirected,
+        )
+    )
     if run.first:
-        tables.append(nexts.unionByName(followed), run.root, "frontier")
+        db.append(
+            db.sql("SELECT * FROM {a} UNION ALL SELECT * FROM {b}", a=nexts, b=followed),
+            "frontier",
+        )
     else:
-        tables.replace_where(nexts, run.root, "frontier", where)
-        tables.append(followed, run.root, "frontier")
-    return _frontier_counts(nexts)
+        db.replace_where(nexts, "frontier", where)
+        db.append(followed, "frontier")
+    counts = _frontier_counts(db, nexts)
+    db.drop(nexts)
+    db.drop(linked)
+    return counts
 
 
-def _frontier_counts(nexts: DataFrame) -> dict[str, int]:
-    row = tables.one_row(
-        nexts.agg(
-            F.count(F.lit(1)).alias("new_frontier"),
-            F.count_if(F.col("reason") == FrontierReason.REDIRECT).alias("redirects_queued"),
+def _frontier_counts(db: Db, nexts: Rel) -> dict[str, int]:
+    row = db.one_row(
+        db.sql(
+            "SELECT count(*) AS new_frontier, count_if(reason = "
+            f"{lit(FrontierReason.REDIRECT)}) AS redirects_queued FROM {{n}}",
+            n=nexts,
         )
     )
     return {
-        "new_frontier": int(row["new_frontier"]),
-        "redirects_queued": int(row["redirects_queued"]),
+        "new_frontier": int(row["new_frontier"] or 0),
+        "redirects_queued": int(row["redirects_queued"] or 0),
     }
 
 
 def _merge_crawldb(
     run: StageRun,
-    fetches: DataFrame,
-    sitemaps: DataFrame,
-    texts: DataFrame,
-    known: DataFrame,
-    cash: DataFrame,
+    fetches: Rel,
+    sitemaps: Rel,
+    texts: Rel,
+    known: Rel,
+    cash: Rel,
 ) -> dict[str, int]:
     """The crawldb MERGE of the fetched URLs and of the cash gen's links passed known URLs
     (transforms.priority), then, in a generation whose sitemaps listed URLs, their hints."""
-    spark, root, cfg, gen = run.spark, run.root, run.cfg, run.gen
-    updates = crawldb_updates(fetches, texts, known, gen, cfg, cash=cash).unionByName(
-        score_updates(cash, fetches, gen)
+    db, cfg, gen = run.db, run.cfg, run.gen
+    updates = db.sql(
+        f"SELECT * FROM ({crawldb_updates(cfg, gen, cash=True)}) UNION ALL SELECT * FROM "
+        f"({score_updates(gen)})",
+        fetches=fetches,
+        texts=texts,
+        crawldb=known,
+        cash=cash,
     )
-    tables.merge(
-        spark,
-        updates,
-        root,
-        "crawldb",
-        keys=["url_key"],
-        broadcast=True,
-        **crawldb_merge_clauses(gen),
-    )
-    listing = sitemaps.where(F.size("entries") > 0)
-    if not listing.isEmpty():
-        merge_sitemap_hints(spark, root, listing, cfg)
+    db.merge(updates, "crawldb", keys=["url_key"], broadcast=True, **crawldb_merge_clauses(gen))
+    listing = db.sql("SELECT * FROM {s} WHERE size(entries) > 0", s=sitemaps)
+    if not db.is_empty(listing):
+        merge_sitemap_hints(db, listing, cfg)
     return {}
 
 
-def _status_counts(run: StageRun, fetches: DataFrame) -> dict[str, int]:
+def _status_counts(run: StageRun, fetches: Rel) -> dict[str, int]:
     """The URLs fetched in gen by their crawldb status after the MERGE (a rerun reports the
     same), their visits' counts and the redirect chains that ended."""
-    gen = run.gen
-    fetched = fetches.groupBy("url_key").agg(
-        F.max(F.col("outcome").isin(*VISITED_OUTCOMES)).alias("_visited"),
-        F.max(F.col("outcome") == Outcome.NOT_MODIFIED).alias("_not_modified"),
+    db, gen = run.db, run.gen
+    fetched = (
+        f"SELECT url_key, max({is_in('outcome', VISITED_OUTCOMES)}) AS _visited, "
+        f"max(outcome = {lit(Outcome.NOT_MODIFIED)}) AS _not_modified FROM {{fetches}} "
+        "GROUP BY url_key"
     )
-    rows = run.read("crawldb").join(F.broadcast(fetched), on="url_key", how="inner")
-    chains_ended = [
-        F.count_if((F.col("status") == Status.REDIRECTED) & (F.col("reason") == kind)).alias(kind)
+    rows = rows_of("{crawldb}", "{fetches}")
+    chains_ended = ", ".join(
+        f"count_if(status = {lit(Status.REDIRECTED)} AND reason = {lit(kind)}) AS {kind}"
         for kind in CHAIN_ENDS
-    ]
-    per_status = rows.groupBy("status").agg(
-        F.count("*").alias("_urls"), *visit_counts(gen), *chains_ended
+    )
+    per_status = (
+        f"SELECT status, count(*) AS _urls, {visit_counts(gen)}, {chains_ended} FROM "
+        f"(SELECT c.*, f._visited, f._not_modified FROM ({rows}) c JOIN ({fetched}) f "
+        "ON c.url_key = f.url_key) GROUP BY status"
     )
     by_status: dict[str, int] = {}
     visits: dict[str, int] = {}
-    for r in per_status.collect():
-        counts = r.asDict()
-        by_status[counts.pop("status")] = counts.pop("_urls")
-        for name, n in counts.items():
-            visits[name] = visits.get(name, 0) + int(n)
+    for r in db.collect(db.sql(per_status, crawldb=db.table("crawldb"), fetches=fetches)):
+        by_status[r.pop("status")] = int(r.pop("_urls"))
+        for name, n in r.items():
+            visits[name] = visits.get(name, 0) + int(n or 0)
     return {
         "urls": sum(by_status.values()),
         **{field: by_status.get(status, 0) for field, status in _COUNTED_STATUS.items()},

@@ -17,28 +17,26 @@ import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Mapping
 
-from pyspark.sql import SparkSession
-
 from crawllib.core.stage_order import RunRow, States, latest_of
 from crawllib.core.vocab import StageState
-from crawllib.store import tables
+from crawllib.store.db import Db
 from crawllib.store.schemas import GENERATIONS
 
 
-def read_rows(spark: SparkSession, root: str) -> list[RunRow]:
+def read_rows(db: Db) -> list[RunRow]:
     """Every row of the table. It holds a few rows per stage run, so it is collected and
-    reduced on the driver: a Spark aggregation would cost a shuffle on every call."""
-    return [RunRow.of(r.asDict()) for r in tables.read(spark, root, "generations").collect()]
+    reduced here: a Spark aggregation would cost a shuffle on every call."""
+    return [RunRow.of(r) for r in db.collect(db.table("generations"))]
 
 
-def latest_runs(spark: SparkSession, root: str) -> dict[tuple[int, str], RunRow]:
+def latest_runs(db: Db) -> dict[tuple[int, str], RunRow]:
     """(gen, stage) -> its latest row, read from the table."""
-    return latest_of(read_rows(spark, root))
+    return latest_of(read_rows(db))
 
 
-def stage_states(spark: SparkSession, root: str) -> States:
+def stage_states(db: Db) -> States:
     """(gen, stage) -> state of its latest row."""
-    return {key: row.state for key, row in latest_runs(spark, root).items()}
+    return {key: row.state for key, row in latest_runs(db).items()}
 
 
 @dataclasses.dataclass
@@ -62,13 +60,12 @@ def ledger_of(rows: Iterable[RunRow]) -> Ledger:
     return Ledger(states, dict(last.versions), f"gen {last.gen} {last.stage}")
 
 
-def read_ledger(spark: SparkSession, root: str) -> Ledger:
-    return ledger_of(read_rows(spark, root))
+def read_ledger(db: Db) -> Ledger:
+    return ledger_of(read_rows(db))
 
 
 def record(
-    spark: SparkSession,
-    root: str,
+    db: Db,
     gen: int,
     stage: str,
     state: str,
@@ -94,7 +91,7 @@ def record(
     rows = [(gen, stage, state, started_at, finished, seconds, counts_map, versions_map)]
     if then:
         rows.append((then[0], then[1], StageState.RUNNING, now, None, None, {}, None))
-    df = spark.createDataFrame(rows, GENERATIONS)
     note = ", ".join(f"gen {r[0]} {r[1]} {r[2]}" for r in rows)
-    tables.append(df, root, "generations", note=note)
+    rel = db.rows([dict(zip(GENERATIONS.names, r, strict=True)) for r in rows], GENERATIONS)
+    db.append(rel, "generations", note=note)
     return now

@@ -26,27 +26,27 @@ import datetime as dt
 import logging
 from collections.abc import Mapping
 
-from pyspark.sql import SparkSession
-
 from crawllib.core import stage_order
 from crawllib.core.errors import TableBehind, TableChanged
 from crawllib.core.vocab import ACCEPT_STATE, StageState
-from crawllib.store import generations, lease, tables
+from crawllib.store import generations, lease
+from crawllib.store.db import LEDGER, Db, table_path, written_by_crawllib
+from crawllib.store.schemas import TABLES
 
 log = logging.getLogger(__name__)
 
 # The tables whose versions are recorded: generations holds the record itself; warc_index is
 # written by `crawl export-warc`, outside the stages, and no stage reads it.
-CHECKED = tuple(name for name in tables.TABLES if name not in ("generations", "warc_index"))
+CHECKED = tuple(name for name in TABLES if name not in ("generations", "warc_index"))
 ACCEPT = (
     "accept the tables as they are with `crawl accept-state ROOT` (then rerun with --force "
     "the stages whose output is gone)"
 )
 
 
-def current_versions(spark: SparkSession, root: str) -> dict[str, int]:
+def current_versions(db: Db) -> dict[str, int]:
     """table -> its latest Delta version, from each table's log (a listing, no Spark job)."""
-    return {name: tables.version_of(spark, root, name) for name in CHECKED}
+    return {name: db.version_of(name) for name in CHECKED}
 
 
 def behind(current: Mapping[str, int], recorded: Mapping[str, int]) -> dict[str, tuple[int, int]]:
@@ -58,46 +58,26 @@ def behind(current: Mapping[str, int], recorded: Mapping[str, int]) -> dict[str,
     }
 
 
-def foreign_commits(
-    spark: SparkSession, root: str, name: str, after: int, upto: int
-) -> list[tuple[int, str]]:
+def foreign_commits(db: Db, name: str, after: int, upto: int) -> list[tuple[int, str]]:
     """(version, operation) of each commit of table ``name`` after version ``after`` up to
     ``upto`` whose userMetadata does not say crawllib made it (read from the log's commit
     files, no Spark job). A commit whose file is gone (log cleanup) counts as foreign."""
     if upto <= after:
         return []
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
-        spark._jsparkSession, tables.table_path(root, name)
-    )
-    # to the latest version (an end bound would need a boxed Long, which py4j cannot make)
-    history = delta_log.history().getHistory(
-        after + 1, jvm.scala.Option.empty(), jvm.scala.Option.empty()
-    )
-    seen: dict[int, tuple[str, str | None]] = {}
-    for i in range(history.length()):
-        commit = history.apply(i)
-        note = commit.userMetadata()
-        seen[int(commit.getVersion())] = (
-            str(commit.operation()),
-            str(note.get()) if note.isDefined() else None,
-        )
+    seen = db.commits(name, after)
     return [
         (version, seen[version][0] if version in seen else "unknown: its log file is gone")
         for version in range(after + 1, upto + 1)
-        if version not in seen or not tables.written_by_crawllib(seen[version][1])
+        if version not in seen or not written_by_crawllib(seen[version][1])
     ]
 
 
-def verify(
-    spark: SparkSession, root: str, recorded: Mapping[str, int], recorded_by: str
-) -> dict[str, int]:
+def verify(db: Db, recorded: Mapping[str, int], recorded_by: str) -> dict[str, int]:
     """The current versions, or TableBehind if a table is older than ``recorded`` (what
     ``recorded_by``, e.g. "gen 3 fetch", recorded after its commits) or the ledger is older
     than its last commit, or TableChanged if a table has commits after the record (after
     version -1 when nothing is recorded yet) that crawllib did not make."""
-    current = current_versions(spark, root)
+    current = current_versions(db)
     lost = behind(current, recorded)
     if lost:
         name, (now, then) = sorted(lost.items())[0]
@@ -108,27 +88,27 @@ def verify(
             f"copy or a restore). Nothing was written. Restore the table to version {then} "
             f"or later (Delta RESTORE, or the lost _delta_log files from a backup), or {ACCEPT}"
         )
-    ledger = lease.ledger_version(root)
-    ledger_now = tables.version_of(spark, root, tables.LEDGER)
+    ledger = lease.ledger_version(db.root)
+    ledger_now = db.version_of(LEDGER)
     if ledger is not None and ledger_now < ledger:
         raise TableBehind(
-            f"table {tables.LEDGER} is at version {ledger_now}, but this crawl's last commit "
+            f"table {LEDGER} is at version {ledger_now}, but this crawl's last commit "
             f"to it made version {ledger} (as its writer lease records): the record of the "
             f"stage runs lost commits, and a stage would run again as if it never had. "
             f"Nothing was written. Restore its lost _delta_log files from a backup, or {ACCEPT}"
         )
     bases = dict(recorded) if recorded else dict.fromkeys(CHECKED, -1)
     if ledger is not None:
-        bases[tables.LEDGER] = ledger
-        current = {**current, tables.LEDGER: ledger_now}
+        bases[LEDGER] = ledger
+        current = {**current, LEDGER: ledger_now}
     for name in sorted(bases):
         if name not in current:
             continue
-        foreign = foreign_commits(spark, root, name, bases[name], current[name])
+        foreign = foreign_commits(db, name, bases[name], current[name])
         if foreign:
             base = bases[name]
             since = f"version {base}, which {recorded_by} recorded" if recorded else "its start"
-            if name == tables.LEDGER:
+            if name == LEDGER:
                 since = f"version {base}, this crawl's last commit to it"
             listed = ", ".join(f"{v} ({op})" for v, op in foreign[:5])
             raise TableChanged(
@@ -136,29 +116,29 @@ def verify(
                 f"{listed}{' ...' if len(foreign) > 5 else ''} (another writer, a DELETE or "
                 f"RESTORE outside the crawl). Nothing was written. If the change is wanted, "
                 f"accept the tables as they are with `crawl accept-state ROOT`; if not, undo it "
-                f"(RESTORE TABLE delta.`{tables.table_path(root, name)}` TO VERSION AS OF "
+                f"(RESTORE TABLE delta.`{table_path(db.root, name)}` TO VERSION AS OF "
                 f"{max(base, 0)}), then accept"
             )
     return {name: version for name, version in current.items() if name in CHECKED}
 
 
-def check_root(spark: SparkSession, root: str) -> None:
+def check_root(db: Db) -> None:
     """`verify` against the latest record of the generations table, for a command that is
     about to write (seed, init, export-warc, run); nothing to check on a root without one."""
-    if not tables.exists(spark, root, tables.LEDGER):
+    if not db.exists(LEDGER):
         return
-    ledger = generations.read_ledger(spark, root)
-    verify(spark, root, ledger.versions, ledger.recorded_by)
+    ledger = generations.read_ledger(db)
+    verify(db, ledger.versions, ledger.recorded_by)
 
 
-def accept_state(spark: SparkSession, root: str) -> dict[str, int]:
+def accept_state(db: Db) -> dict[str, int]:
     """Record the tables' current versions as the crawl's state (after a lost log file or a
     restore that `verify` stopped a stage on); return them. The stages whose output
     is gone have to be rerun with force: this records, it repairs nothing."""
-    ledger = generations.read_ledger(spark, root)
-    versions = current_versions(spark, root)
+    ledger = generations.read_ledger(db)
+    versions = current_versions(db)
     gen = stage_order.next_gen(ledger.states)
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    generations.record(spark, root, gen, ACCEPT_STATE, StageState.DONE, now, versions=versions)
+    generations.record(db, gen, ACCEPT_STATE, StageState.DONE, now, versions=versions)
     log.warning("accepted the tables as they are: %s (was: %s)", versions, ledger.versions)
     return versions

@@ -44,7 +44,7 @@ from crawllib.core.errors import ConfigError
 from crawllib.core.stage_order import States
 from crawllib.store import generations, integrity, tables
 from crawllib.store.generations import Ledger
-from crawllib.store.schemas import TABLES
+from crawllib.store.spark_schemas import TABLES
 
 log = logging.getLogger(__name__)
 

@@ -1,48 +1,109 @@
-"""The StructType of every crawl table, and how each is partitioned.
+"""The schema of every crawl table, and how each is partitioned: pure Python, so that both
+engines (Spark: crawllib.store.spark_types; the embedded engine: crawllib.store.embedded) derive
+their own types from this one definition.
 
 Keys: ``url_key`` is the signed 64-bit mmh3 of the normalised URL (``crawllib.core.urls.url_key``).
 Tables that grow with the crawl are partitioned by ``gen``.
+
+Types are written as Spark SQL names them (``bigint``, ``array<string>``): the rules' SQL
+(crawllib.transforms) casts to ``Field.type.ddl``, which both engines read.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    DataType,
-    DoubleType,
-    IntegerType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+import dataclasses
+from collections.abc import Iterator
 
 
-def columns_of(schema: StructType, **given: Column) -> list[Column]:
-    """A select list for rows of a table: its columns in order, each the expression ``given``
-    for it or else the input's column of that name, cast to the table's type."""
-    return [given.get(f.name, F.col(f.name)).cast(f.dataType).alias(f.name) for f in schema.fields]
+@dataclasses.dataclass(frozen=True)
+class Prim:
+    """A primitive type: its Spark SQL name."""
+
+    name: str
+
+    @property
+    def ddl(self) -> str:
+        return self.name
 
 
-def struct_of(*fields: tuple[str, DataType]) -> StructType:
-    """A StructType of nullable fields from (name, type) pairs."""
-    return StructType([StructField(name, dtype, True) for name, dtype in fields])
+@dataclasses.dataclass(frozen=True)
+class Array:
+    element: DataType
+
+    @property
+    def ddl(self) -> str:
+        return f"array<{self.element.ddl}>"
+
+
+@dataclasses.dataclass(frozen=True)
+class Map:
+    key: DataType
+    value: DataType
+
+    @property
+    def ddl(self) -> str:
+        return f"map<{self.key.ddl},{self.value.ddl}>"
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    name: str
+    type: DataType
+
+
+@dataclasses.dataclass(frozen=True)
+class Struct:
+    """A struct type, and a table's schema: its fields in order."""
+
+    fields: tuple[Field, ...]
+
+    @property
+    def ddl(self) -> str:
+        return "struct<" + ",".join(f"{f.name}:{f.type.ddl}" for f in self.fields) + ">"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    def __getitem__(self, name: str) -> Field:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def __contains__(self, name: object) -> bool:
+        return any(f.name == name for f in self.fields)
+
+    def __iter__(self) -> Iterator[Field]:
+        return iter(self.fields)
+
+
+DataType = Prim | Array | Map | Struct
+
+
+def struct_of(*fields: tuple[str, DataType]) -> Struct:
+    """A Struct of (nullable) fields from (name, type) pairs."""
+    return Struct(tuple(Field(name, dtype) for name, dtype in fields))
 
 
 S, L, I, T, D, B = (  # noqa: E741
-    StringType(),
-    LongType(),
-    IntegerType(),
-    TimestampType(),
-    DoubleType(),
-    BooleanType(),
+    Prim("string"),
+    Prim("bigint"),
+    Prim("int"),
+    Prim("timestamp"),
+    Prim("double"),
+    Prim("boolean"),
 )
+BIN = Prim("binary")
+
+
+def select_list(schema: Struct, **given: str) -> str:
+    """An SQL select list for rows of a table: its columns in order, each the SQL expression
+    ``given`` for it or else the input's column of that name, cast to the table's type."""
+    return ", ".join(
+        f"CAST({given.get(f.name, f'`{f.name}`')} AS {f.type.ddl}) AS `{f.name}`" for f in schema
+    )
+
 
 # URL scheduled for a generation. reason: crawllib.core.vocab.FrontierReason (seed, link, redirect,
 # sitemap). score: its priority when found (crawllib.transforms.priority): the cash its
@@ -125,7 +186,7 @@ FETCHLIST = struct_of(
     ("last_modified", S),
     # On one row of each slot with room to follow links: the url_keys crawldb holds for the
     # slot (crawllib.transforms.fetch_inputs.with_known_keys); null on every other row.
-    ("known", ArrayType(L)),
+    ("known", Array(L)),
 )
 
 # What identifies a URL in analysts' terms, as Common Crawl's index does (fetches, pages,
@@ -175,8 +236,8 @@ PAGES = struct_of(
     ("http_status", I),
     ("content_type", S),
     ("charset", S),
-    ("headers", MapType(S, S)),
-    ("body", BinaryType()),
+    ("headers", Map(S, S)),
+    ("body", BIN),
     ("is_truncated", B),
     ("content_hash", S),
 )
@@ -200,11 +261,11 @@ EXTRACTED_TEXT: tuple[tuple[str, DataType], ...] = (
 # "noai" ...), whether text-and-data-mining rights are reserved (TDMRep tdm-reservation, or
 # noai), and its <link rel=canonical> (or Link header) URL when that is another URL.
 PAGE_DIRECTIVES: tuple[tuple[str, DataType], ...] = (
-    ("directives", ArrayType(S)),
+    ("directives", Array(S)),
     ("tdm_reserved", B),
     ("canonical_url", S),
 )
-EXTRACTED = struct_of(*EXTRACTED_TEXT, ("error", S), *PAGE_DIRECTIVES, ("links", ArrayType(LINK)))
+EXTRACTED = struct_of(*EXTRACTED_TEXT, ("error", S), *PAGE_DIRECTIVES, ("links", Array(LINK)))
 
 # Extracted documents. duplicate_of: url_key of the first copy (exact or near), or of the
 # canonical URL the page names (duplicate_kind canonical), else null. A noindex page keeps no
@@ -243,7 +304,7 @@ ROBOTS = struct_of(
     ("http_status", I),
     ("body", S),
     ("crawl_delay", D),
-    ("sitemaps", ArrayType(S)),
+    ("sitemaps", Array(S)),
     ("expires_at", T),
     ("error_kind", S),
 )
@@ -277,7 +338,7 @@ HOSTS = struct_of(
     ("not_before_reason", S),
     ("down_until", T),
     ("robots_state", S),
-    ("addresses", ArrayType(S)),
+    ("addresses", Array(S)),
     ("urls_attempted", L),
     ("pages", L),
     ("bytes", L),
@@ -307,8 +368,8 @@ GENERATIONS = struct_of(
     ("started_at", T),
     ("finished_at", T),
     ("seconds", D),
-    ("counts", MapType(S, L)),
-    ("versions", MapType(S, L)),
+    ("counts", Map(S, L)),
+    ("versions", Map(S, L)),
 )
 
 # Host names resolved by plan for politeness.key = ip: address (the slot: the first address
@@ -318,7 +379,7 @@ GENERATIONS = struct_of(
 DNS = struct_of(
     ("host", S),
     ("address", S),
-    ("addresses", ArrayType(S)),
+    ("addresses", Array(S)),
     ("error_kind", S),
     ("resolved_at", T),
     ("expires_at", T),
@@ -348,8 +409,8 @@ SITEMAPS = struct_of(
     ("http_status", I),
     ("error_kind", S),
     ("sitemap_kind", S),
-    ("entries", ArrayType(SITEMAP_ENTRY)),
-    ("children", ArrayType(S)),
+    ("entries", Array(SITEMAP_ENTRY)),
+    ("children", Array(S)),
     ("invalid", I),
     ("out_of_scope", I),
 )
@@ -415,7 +476,7 @@ WARC_INDEX = struct_of(
     ("warc_record_length", L),
 )
 
-TABLES: dict[str, tuple[StructType, list[str]]] = {
+TABLES: dict[str, tuple[Struct, list[str]]] = {
     "frontier": (FRONTIER, ["gen"]),
     "crawldb": (CRAWLDB, []),
     "fetchlist": (FETCHLIST, ["gen"]),

@@ -32,36 +32,26 @@ from crawllib.core.errors import LeaseLost
 from crawllib.core.roots import normalize_root
 from crawllib.core.vocab import LATER_TABLES
 from crawllib.store import lease
-from crawllib.store.schemas import TABLES
+from crawllib.store.db import (  # noqa: F401 (the names the Spark code takes from here)
+    COMMIT_TAG,
+    DEPTH_PROPERTY,
+    DEPTH_SHORTEST,
+    LEDGER,
+    ONCE_PER_GEN,
+    TABLE_PROPERTIES,
+    TOTALS_COMPLETE,
+    TOTALS_PROPERTY,
+    commit_note,
+    table_path,
+    written_by_crawllib,
+)
+from crawllib.store.spark_schemas import TABLES
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def table_path(root: str, name: str) -> str:
-    if name not in TABLES:
-        raise KeyError(f"unknown table {name!r}; tables are: {', '.join(TABLES)}")
-    return f"{normalize_root(root)}/{name}"
-
-
-# What the userMetadata of every commit crawllib makes starts with; a note follows after ": ".
-COMMIT_TAG = "crawllib"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
-# The table whose every commit the writer lease records (its version after the commit).
-LEDGER = "generations"
-
-
-def commit_note(note: str | None = None) -> str:
-    """The userMetadata of a commit of crawllib's: COMMIT_TAG, and the note if any."""
-    return f"{COMMIT_TAG}: {note}" if note else COMMIT_TAG
-
-
-def written_by_crawllib(user_metadata: str | None) -> bool:
-    """Whether a commit's userMetadata says crawllib made it."""
-    text = user_metadata or ""
-    return text == COMMIT_TAG or text.startswith(COMMIT_TAG + ": ")
-
-
 _tagging = 0  # writes in flight that tag their commits through the session's configuration
 _tagging_lock = threading.Lock()
 
@@ -106,16 +96,6 @@ def version_of(spark: SparkSession, root: str, name: str) -> int:
     return int(snapshot_of(spark, root, name).version())
 
 
-# The Delta properties of the tables that have any. Deletion vectors, on crawldb only: a MERGE
-# marks the rows it replaces in a small file beside each data file it touches, instead of
-# rewriting those files whole; a generation's updates touch rows spread over every crawldb
-# file, so without them update's cost follows crawldb's size, not the generation's. Every
-# other table is appended to, replaced by whole partitions or small (hosts, robots, traps,
-# aliases, dns), and a scan of a table with the feature costs a Spark job more (Delta lists
-# its files once more to find deletion vectors), so they go without.
-TABLE_PROPERTIES = {"crawldb": {"delta.enableDeletionVectors": "true"}}
-
-
 def init_tables(spark: SparkSession, root: str, upgrade: bool = False) -> list[str]:
     """Create every table that does not exist yet, and add the columns an existing table of an
     older crawllib lacks (idempotent); return the names created. upgrade: also give existing
@@ -155,17 +135,6 @@ def _init_tables(spark: SparkSession, root: str, upgrade: bool) -> list[str]:
 
     made = in_parallel(spark, *[functools.partial(create, name) for name in TABLES])
     return [name for name, new in zip(TABLES, made, strict=True) if new]
-
-
-# The hosts table's urls_tried totals cover the whole crawl, per host: set on a table made
-# with crawldb, or by plan once it has filled them from crawldb; unset by a plan whose slots
-# are not hosts. Plan's budgets read the totals only while it is set.
-TOTALS_PROPERTY = "crawllib.urls_tried"
-TOTALS_COMPLETE = "complete"
-# crawldb's depths are shortest paths (crawllib.stages.depths): set on a new root, and on an
-# older one once plan has relaxed its depths from all its pages.
-DEPTH_PROPERTY = "crawllib.depth"
-DEPTH_SHORTEST = "shortest"
 
 
 def snapshot_of(spark: SparkSession, root: str, name: str):  # -> py4j Snapshot
@@ -326,11 +295,6 @@ def in_parallel(spark: SparkSession, *actions: Callable[[], T]) -> list[T]:
         futures = [pool.submit(inherit(action)) for action in actions]
         wait(futures)
         return [future.result() for future in futures]
-
-
-# The update condition of a MERGE that adds a generation's counts to running totals (t.gen:
-# the last generation added): a rerun of that generation finds t.gen = its gen, adds nothing.
-ONCE_PER_GEN = "t.gen < s.gen"
 
 
 def merge(

@@ -1,4 +1,5 @@
-"""Parse stage steps: pages -> extracted texts and links, duplicates, next generation's frontier.
+"""Parse rules, as SQL: extracted pages -> texts and links rows, duplicates, the next
+generation's frontier.
 
 Canonicals. A page whose ``<link rel=canonical>`` (or Link header) names another URL is a
 duplicate of that URL (``duplicate_kind`` canonical), marked first; it is no first copy of
@@ -15,80 +16,26 @@ check the distance), never by comparing all pairs. Exact wins over near.
 
 from __future__ import annotations
 
-from typing import Any
-
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType
-
 from crawllib.config import Config
-from crawllib.content.extract_worker import shared_extractor
-from crawllib.core.records import Extracted
-from crawllib.core.urls import registered_domain, url_key
 from crawllib.core.vocab import STATED_DUPLICATES, DuplicateKind, FrontierReason
-from crawllib.store.schemas import EXTRACTED, FRONTIER, LINKS, TEXTS, columns_of
+from crawllib.store.schemas import FRONTIER, LINK, LINKS, TEXTS, select_list
 from crawllib.transforms.depth import unknown_or_shallower
 from crawllib.transforms.lookup import rows_of
-
-_TEXT_FIELDS = [f.name for f in EXTRACTED.fields if f.name != "links"]
-
-registered_domain_udf = F.udf(registered_domain, StringType())
-
-
-def extracted_struct(extracted: Extracted) -> tuple:
-    """An extraction (`crawllib.content.extract.extract_record`) as a value of the EXTRACTED struct."""
-    links = [(k["dst_url"], k["dst_key"], k["dst_host"], k["anchor"]) for k in extracted["links"]]
-    return (*(extracted[name] for name in _TEXT_FIELDS), links)  # type: ignore[literal-required]
-
-
-def _extract_udf(cfg: Config) -> Any:
-    def extract(
-        body: bytes | None, url: str, charset: str | None, headers: dict[str, str] | None
-    ) -> tuple:
-        # in this Python worker's extraction process, within extract.max_seconds
-        return extracted_struct(shared_extractor(cfg).extract(body, url, charset, headers))
-
-    return F.udf(extract, EXTRACTED)
-
-
-def extract_pages(pages: DataFrame, cfg: Config) -> DataFrame:
-    """Run `crawllib.content.extract.extract_page` on every page, each within extract.max_seconds
-    (`crawllib.content.extract_worker`: past it, error extract_timeout).
-
-    In: pages rows (PAGE_KEYS: gen, slice, url_key, url, host, domain, surt, depth; charset,
-    headers, body). Out: PAGE_KEYS and the EXTRACTED fields: title, text, language,
-    language_detected, text_chars, content_hash, simhash, error, directives, tdm_reserved,
-    canonical_url, links (array<LINK>).
-
-    A plain Python UDF returning a struct: it ships only body, url, charset and headers to Python (in
-    pickled batches of 100 rows, so memory stays bounded however big the bodies), keeps the
-    DataFrame API, and costs little next to trafilatura itself (docs/benchmarks.md, measure
-    3). (pandas and Arrow UDFs would need pyarrow, which the project does not depend on.)
-    """
-    extract = _extract_udf(cfg)
-    x = extract(F.col("body"), F.col("url"), F.col("charset"), F.col("headers"))
-    return pages.select(*PAGE_KEYS, x.alias("x")).select(*PAGE_KEYS, "x.*")
-
+from crawllib.transforms.sqltext import is_in, lit
 
 # What identifies a page in its extracted rows (domain and surt: the pages row's, carried to
-# its texts row).
-PAGE_KEYS = ("gen", "slice", "url_key", "url", "host", "domain", "surt", "depth")
+# its texts row): crawllib.engine.partition.PAGE_KEYS. An extracted page: those and the
+# EXTRACTED fields (links: array<LINK>), crawllib.engine.partition.EXTRACTED_PAGE.
 
 
-def texts_of(extracted: DataFrame) -> DataFrame:
+def texts_of(extracted: str = "{extracted}") -> str:
     """Extracted pages -> rows of the texts table, not yet marked as duplicates."""
-    return extracted.select(
-        *[
-            F.lit(None).cast(f.dataType).alias(f.name)
-            if f.name in ("duplicate_of", "duplicate_kind")
-            else F.col(f.name).cast(f.dataType)
-            for f in TEXTS.fields
-        ]
-    )
+    blank = {"duplicate_of": "NULL", "duplicate_kind": "NULL"}
+    return f"SELECT {select_list(TEXTS, **blank)} FROM {extracted}"
 
 
 # What duplicate marking reads of a text (never the text itself): marking a generation's texts
-# on these columns keeps its shuffles and caches narrow, whatever the pages' size.
+# on these columns keeps its joins and caches narrow, whatever the pages' size.
 MARK_COLUMNS = (
     "gen",
     "url_key",
@@ -101,330 +48,307 @@ MARK_COLUMNS = (
 )
 
 
-def _first_copy_marks(joined: DataFrame, first: Column, kind: str, columns: list[str]) -> DataFrame:
-    """Set duplicate_of / duplicate_kind from ``first`` (struct gen, url_key) where empty;
-    keep ``columns`` (the marked DataFrame's own), in their order."""
-    is_dup = (
-        F.col("duplicate_of").isNull() & first.isNotNull() & (first["url_key"] != F.col("url_key"))
-    )
-    marked = {
-        "duplicate_of": F.when(is_dup, first["url_key"]).otherwise(F.col("duplicate_of")),
-        "duplicate_kind": F.when(is_dup, F.lit(kind)).otherwise(F.col("duplicate_kind")),
+def _marked(columns: tuple[str, ...], first: str, kind: str) -> str:
+    """A select list of ``columns`` with duplicate_of / duplicate_kind set from ``first``
+    (struct gen, url_key) where empty and it names another URL."""
+    is_dup = f"(duplicate_of IS NULL AND {first} IS NOT NULL AND {first}.url_key != url_key)"
+    changed = {
+        "duplicate_of": f"CASE WHEN {is_dup} THEN {first}.url_key ELSE duplicate_of END",
+        "duplicate_kind": f"CASE WHEN {is_dup} THEN {lit(kind)} ELSE duplicate_kind END",
     }
-    return joined.select(*[marked.get(name, F.col(name)).alias(name) for name in columns])
+    return ", ".join(f"{changed[c]} AS `{c}`" if c in changed else f"`{c}`" for c in columns)
 
 
-def _not_canonical_duplicate() -> Column:
+def _not_stated_duplicate() -> str:
     """A page that names another URL its canonical, or a soft 404, is no first copy of
     anything (else two pages could each be the other's duplicate)."""
-    return F.coalesce(~F.col("duplicate_kind").isin(*STATED_DUPLICATES), F.lit(True))
+    return f"coalesce(NOT {is_in('duplicate_kind', STATED_DUPLICATES)}, TRUE)"
 
 
-def _has_text(texts: DataFrame) -> DataFrame:
-    return texts.where(
-        F.col("error").isNull()
-        & (F.col("text_chars") > 0)
-        & F.col("content_hash").isNotNull()
-        & _not_canonical_duplicate()
+def _has_text(texts: str) -> str:
+    return (
+        f"SELECT * FROM {texts} WHERE error IS NULL AND text_chars > 0 AND content_hash IS NOT "
+        f"NULL AND {_not_stated_duplicate()}"
     )
 
 
-url_key_udf = F.udf(lambda url: None if url is None else url_key(url), LongType())
-
-
-def mark_soft_404(texts: DataFrame, probes: DataFrame, k: int) -> DataFrame:
+def mark_soft_404(
+    k: int, columns: tuple[str, ...], texts: str = "{texts}", probes: str = "{probes}"
+) -> str:
     """Mark soft 404s: pages whose text is their host's answer to a URL no page links to (its
     latest soft-404 probe answered 2xx with a text: crawllib.engine.engine), the same text
     (content_hash) or within SimHash distance ``k``; duplicate_of = the probe URL's url_key,
     duplicate_kind "soft_404". Rows already marked keep their mark.
 
-    In: texts columns (or at least url_key, host, content_hash, simhash, text_chars, error,
-    duplicate_of, duplicate_kind); probes rows (host, url, fetched_at, http_status,
-    text_chars, content_hash, simhash). Out: texts' columns."""
-    answered = probes.where(
-        F.col("http_status").between(200, 299)
-        & F.col("simhash").isNotNull()
-        & (F.col("text_chars") > 0)
+    In: texts ``columns`` (url_key, host, content_hash, simhash, text_chars, error,
+    duplicate_of, duplicate_kind among them); probes rows (host, url, fetched_at, http_status,
+    text_chars, content_hash, simhash). Out: the same columns."""
+    answered = (
+        f"SELECT * FROM {probes} WHERE http_status BETWEEN 200 AND 299 AND simhash IS NOT NULL "
+        "AND text_chars > 0"
     )
     latest = (
-        rows_of(answered, texts, "host")
-        .groupBy("host")
-        .agg(F.max_by(F.struct("url", "content_hash", "simhash"), "fetched_at").alias("_probe"))
+        "SELECT host, max_by(struct(url, content_hash, simhash), fetched_at) AS _probe FROM "
+        f"({rows_of(f'({answered})', texts, 'host')}) GROUP BY host"
     )
-    joined = texts.join(latest, on="host", how="left")
-    probe = F.col("_probe")
     soft = (
-        probe.isNotNull()
-        & F.col("duplicate_of").isNull()
-        & F.col("error").isNull()
-        & (F.col("text_chars") > 0)
-        & (
-            (F.col("content_hash") == probe["content_hash"])
-            | (F.bit_count(F.col("simhash").bitwiseXOR(probe["simhash"])) <= k)
-        )
+        "(_probe IS NOT NULL AND duplicate_of IS NULL AND error IS NULL AND text_chars > 0 AND "
+        "(content_hash = _probe.content_hash OR "
+        f"bit_count(simhash ^ _probe.simhash) <= {k}))"
     )
-    marked = {
-        "duplicate_of": F.when(soft, url_key_udf(probe["url"])).otherwise(F.col("duplicate_of")),
-        "duplicate_kind": F.when(soft, F.lit(DuplicateKind.SOFT_404)).otherwise(
-            F.col("duplicate_kind")
+    changed = {
+        "duplicate_of": f"CASE WHEN {soft} THEN crawl_url_key(_probe.url) ELSE duplicate_of END",
+        "duplicate_kind": (
+            f"CASE WHEN {soft} THEN {lit(DuplicateKind.SOFT_404)} ELSE duplicate_kind END"
         ),
     }
-    return joined.select(*[marked.get(c, F.col(c)).alias(c) for c in texts.columns])
+    select = ", ".join(f"{changed[c]} AS `{c}`" if c in changed else f"t.`{c}`" for c in columns)
+    return f"SELECT {select} FROM {texts} t LEFT JOIN ({latest}) p ON t.host = p.host"
 
 
-def mark_canonical(texts: DataFrame) -> DataFrame:
+def mark_canonical(columns: tuple[str, ...], texts: str = "{texts}") -> str:
     """Mark the pages that name another URL their canonical (``canonical_url``, set by the
     extraction only when it is another URL) duplicates of it: duplicate_of = its url_key,
     duplicate_kind "canonical", before any exact or near mark (the site's own word wins).
-
-    In: texts columns (or at least canonical_url, duplicate_of, duplicate_kind). Out: the
-    same columns."""
-    named = F.col("canonical_url").isNotNull() & F.col("duplicate_of").isNull()
-    return texts.withColumns(
-        {
-            "duplicate_of": F.when(named, url_key_udf(F.col("canonical_url"))).otherwise(
-                F.col("duplicate_of")
-            ),
-            "duplicate_kind": F.when(named, F.lit(DuplicateKind.CANONICAL)).otherwise(
-                F.col("duplicate_kind")
-            ),
-        }
-    )
+    In/out: texts ``columns`` (canonical_url, duplicate_of, duplicate_kind among them)."""
+    named = "(canonical_url IS NOT NULL AND duplicate_of IS NULL)"
+    changed = {
+        "duplicate_of": f"CASE WHEN {named} THEN crawl_url_key(canonical_url) ELSE duplicate_of END",
+        "duplicate_kind": (
+            f"CASE WHEN {named} THEN {lit(DuplicateKind.CANONICAL)} ELSE duplicate_kind END"
+        ),
+    }
+    select = ", ".join(f"{changed[c]} AS `{c}`" if c in changed else f"`{c}`" for c in columns)
+    return f"SELECT {select} FROM {texts}"
 
 
-def mark_exact_duplicates(texts_new: DataFrame, texts_prior: DataFrame) -> DataFrame:
+def mark_exact_duplicates(
+    columns: tuple[str, ...], texts_new: str = "{texts_new}", texts_prior: str = "{texts_prior}"
+) -> str:
     """Mark texts whose extracted text an earlier page already has, exactly.
 
-    In: texts_new (texts columns, or at least MARK_COLUMNS; one generation) and texts_prior
-    (gen, url_key, content_hash, text_chars, error of earlier generations). Out: texts_new's
-    columns, with duplicate_of = url_key of the first copy and duplicate_kind = "exact" (rows
-    already marked are kept). Errors and empty texts are never duplicates.
-    """
-    new = _has_text(texts_new).select("content_hash", "gen", "url_key")
+    In: texts_new (``columns``, MARK_COLUMNS at least; one generation) and texts_prior (gen,
+    url_key, content_hash, text_chars, error, duplicate_kind of earlier generations). Out:
+    texts_new's columns, with duplicate_of = url_key of the first copy and duplicate_kind =
+    "exact" (rows already marked are kept). Errors and empty texts are never duplicates."""
+    new = f"SELECT content_hash, gen, url_key FROM ({_has_text(texts_new)})"
     # Only earlier texts with one of the generation's hashes can be a first copy: the rest of
     # the crawl's history is scanned (three narrow columns) but not shuffled or aggregated.
     prior = rows_of(
-        _has_text(texts_prior).select("content_hash", "gen", "url_key"), new, "content_hash"
+        f"(SELECT content_hash, gen, url_key FROM ({_has_text(texts_prior)}))",
+        f"({new})",
+        "content_hash",
     )
-    copies = new.unionByName(prior)
-    firsts = copies.groupBy("content_hash").agg(
-        F.min(F.struct("gen", "url_key")).alias("first_copy")
+    firsts = (
+        "SELECT content_hash AS _hash, min(struct(gen, url_key)) AS _first FROM "
+        f"({new} UNION ALL {prior}) GROUP BY content_hash"
     )
-    joined = texts_new.join(firsts, on="content_hash", how="left")
-    return _first_copy_marks(joined, F.col("first_copy"), DuplicateKind.EXACT, texts_new.columns)
+    joined = f"SELECT * FROM {texts_new} n LEFT JOIN ({firsts}) f ON n.content_hash = f._hash"
+    return f"SELECT {_marked(columns, '_first', DuplicateKind.EXACT)} FROM ({joined})"
 
 
-def lsh_band_columns(k: int, simhash: str = "simhash") -> Column:
-    """array<struct<band int, value long>>: `crawllib.content.hashing.lsh_bands` in built-in functions.
-
-    k + 1 contiguous bands from the low bits, the first ``64 % (k + 1)`` one bit wider; a single
-    band (k = 0) is the signed hash itself.
-    """
+def lsh_bands(k: int, simhash: str = "simhash") -> list[tuple[int, str]]:
+    """(band, SQL value) of each band of a 64-bit SimHash: crawllib.content.hashing.lsh_bands
+    in built-ins. k + 1 contiguous bands from the low bits, the first ``64 % (k + 1)`` one bit
+    wider; a single band (k = 0) is the signed hash itself."""
     if not 0 <= k <= 63:
         raise ValueError(f"distance must be in 0..63, got {k}")
     count = k + 1
     if count == 1:
-        return F.array(F.struct(F.lit(0).alias("band"), F.col(simhash).alias("value")))
+        return [(0, simhash)]
     width, extra = divmod(64, count)
     bands, shift = [], 0
     for index in range(count):
         band_width = width + (1 if index < extra else 0)
-        value = F.shiftrightunsigned(F.col(simhash), shift).bitwiseAND(F.lit((1 << band_width) - 1))
-        bands.append(F.struct(F.lit(index).alias("band"), value.cast("long").alias("value")))
+        mask = (1 << band_width) - 1
+        # an arithmetic shift: the mask drops the sign's copies (shift + width <= 64)
+        value = f"CAST((shiftright({simhash}, {shift}) & {mask}) AS bigint)"
+        bands.append((index, value))
         shift += band_width
-    return F.array(*bands)
+    return bands
 
 
-def _with_bands(df: DataFrame, k: int) -> DataFrame:
-    return df.select("*", F.inline(lsh_band_columns(k)))
+def _with_bands(query: str, k: int, columns: str) -> str:
+    """Every row of ``query`` once per LSH band: ``columns``, band, value."""
+    return " UNION ALL ".join(
+        f"SELECT {columns}, {band} AS band, {value} AS value FROM ({query})"
+        for band, value in lsh_bands(k)
+    )
 
 
 def mark_near_duplicates(
-    texts_new: DataFrame, texts_prior: DataFrame, k: int, min_text_chars: int = 0
-) -> DataFrame:
+    columns: tuple[str, ...],
+    k: int,
+    min_text_chars: int = 0,
+    texts_new: str = "{texts_new}",
+    texts_prior: str = "{texts_prior}",
+) -> str:
     """Mark texts within SimHash Hamming distance k of an earlier page's text.
 
-    In: texts_new (texts columns, or at least MARK_COLUMNS), texts_prior (gen, url_key,
-    simhash, text_chars, error of earlier generations), k and the shortest text that takes
-    part (shorter ones, errors and rows without text are left out on both sides). Out:
+    In: texts_new (``columns``, MARK_COLUMNS at least), texts_prior (gen, url_key, simhash,
+    text_chars, error, duplicate_kind of earlier generations), k and the shortest text that
+    takes part (shorter ones, errors and rows without text are left out on both sides). Out:
     texts_new's columns; rows not yet marked get duplicate_of = url_key of the first (lowest
     (gen, url_key)) text within distance k, duplicate_kind = "near".
 
     Work stays far from all pairs: every distinct SimHash is represented by its first text
-    (so a thousand exact copies cost one probe), and pairs are only those sharing a band.
-    """
+    (so a thousand exact copies cost one probe), and pairs are only those sharing a band."""
 
-    def eligible(texts: DataFrame) -> DataFrame:
-        return texts.where(
-            F.col("error").isNull()
-            & F.col("simhash").isNotNull()
-            & (F.col("text_chars") >= max(min_text_chars, 1))
-            & _not_canonical_duplicate()
-        ).select("gen", "url_key", "simhash")
+    def eligible(texts: str) -> str:
+        return (
+            f"SELECT gen, url_key, simhash FROM {texts} WHERE error IS NULL AND simhash IS NOT "
+            f"NULL AND text_chars >= {max(min_text_chars, 1)} AND {_not_stated_duplicate()}"
+        )
 
-    new = eligible(texts_new.where(F.col("duplicate_of").isNull()))
-    probes = new.select("simhash").distinct()
-    a = _with_bands(probes, k).alias("a")
+    new = eligible(f"(SELECT * FROM {texts_new} WHERE duplicate_of IS NULL)")
+    probes = f"SELECT DISTINCT simhash FROM ({new})"
+    a = _with_bands(probes, k, "simhash")
     # Only earlier texts sharing a band with a probe can be its neighbours (and every text of
     # such a SimHash does): the rest of the history is scanned, not shuffled or aggregated.
-    prior = rows_of(_with_bands(eligible(texts_prior), k), a, ["band", "value"]).select(
-        "gen", "url_key", "simhash"
-    )
+    prior_banded = _with_bands(eligible(texts_prior), k, "gen, url_key, simhash")
+    prior = f"SELECT DISTINCT gen, url_key, simhash FROM ({rows_of(f'({prior_banded})', f'({a})', ['band', 'value'])})"
     firsts = (
-        eligible(texts_new)
-        .unionByName(prior)
-        .groupBy("simhash")
-        .agg(F.min(F.struct("gen", "url_key")).alias("first_copy"))
+        "SELECT simhash, min(struct(gen, url_key)) AS first_copy FROM "
+        f"({eligible(texts_new)} UNION ALL {prior}) GROUP BY simhash"
     )
-    b = _with_bands(firsts, k).alias("b")
-    neighbours = a.join(
-        b,
-        on=(F.col("a.band") == F.col("b.band")) & (F.col("a.value") == F.col("b.value")),
-        how="inner",
-    ).select(
-        F.col("a.simhash").alias("simhash"),
-        F.col("b.first_copy").alias("first_copy"),
-        F.bit_count(F.col("a.simhash").bitwiseXOR(F.col("b.simhash"))).alias("distance"),
+    b = _with_bands(firsts, k, "simhash, first_copy")
+    neighbours = (
+        "SELECT a.simhash, b.first_copy, bit_count(a.simhash ^ b.simhash) AS distance "
+        f"FROM ({a}) a JOIN ({b}) b ON a.band = b.band AND a.value = b.value"
     )
     best = (
-        new.join(neighbours.where(F.col("distance") <= k), on="simhash", how="inner")
-        .where(F.col("first_copy") < F.struct("gen", "url_key"))
-        .groupBy("url_key")
-        .agg(F.min("first_copy").alias("first_copy"))
+        "SELECT n.url_key AS _key, min(x.first_copy) AS _first FROM "
+        f"({new}) n JOIN ({neighbours}) x ON n.simhash = x.simhash WHERE x.distance <= {k} "
+        "AND x.first_copy < struct(n.gen, n.url_key) GROUP BY n.url_key"
     )
-    joined = texts_new.join(best, on="url_key", how="left")
-    return _first_copy_marks(joined, F.col("first_copy"), DuplicateKind.NEAR, texts_new.columns)
+    joined = f"SELECT * FROM {texts_new} t LEFT JOIN ({best}) b ON t.url_key = b._key"
+    return f"SELECT {_marked(columns, '_first', DuplicateKind.NEAR)} FROM ({joined})"
 
 
-def with_duplicate_marks(texts: DataFrame, marks: DataFrame) -> DataFrame:
+def with_duplicate_marks(texts: str = "{texts}", marks: str = "{marks}") -> str:
     """Texts rows (one generation, not marked) -> the same rows with their duplicate marks.
-
     In: texts columns; marks (url_key, duplicate_of, duplicate_kind) of the rows that are
-    duplicates. Out: texts columns.
-    """
-    unmarked = texts.drop("duplicate_of", "duplicate_kind")
-    joined = unmarked.join(marks, on="url_key", how="left")
-    return joined.select(*TEXTS.fieldNames())
+    duplicates. Out: texts columns."""
+    given = {
+        **{n: f"t.`{n}`" for n in TEXTS.names},
+        "duplicate_of": "m.duplicate_of",
+        "duplicate_kind": "m.duplicate_kind",
+    }
+    return (
+        f"SELECT {select_list(TEXTS, **given)} FROM {texts} t LEFT JOIN {marks} m "
+        "ON t.url_key = m.url_key"
+    )
 
 
-def links_table(extracted: DataFrame) -> DataFrame:
+def links_table(extracted: str = "{extracted}") -> str:
     """Extracted pages -> rows of the links table: a page's links are one per target already
-    (`crawllib.content.extract.extract_record`), so this is a narrow explode, no shuffle.
-
-    In: gen, slice, url_key, url, links. Out: links columns.
-    """
-    return extracted.select(
-        "gen",
-        "slice",
-        F.col("url_key").alias("src_key"),
-        F.col("url").alias("src_url"),
-        F.inline("links"),
-    ).select(*columns_of(LINKS))
+    (crawllib.content.extract.extract_record), so this is a narrow explode, no shuffle.
+    In: gen, slice, url_key, url, links. Out: links columns."""
+    fields = {f.name: f"_l.{f.name}" for f in LINK.fields}
+    given = {"src_key": "url_key", "src_url": "url", **fields}
+    return (
+        f"SELECT {select_list(LINKS, **given)} FROM (SELECT gen, slice, url_key, url, "
+        f"explode(links) AS _l FROM {extracted})"
+    )
 
 
 def followed_links(
-    links: DataFrame, marks: DataFrame, cfg: Config, depths: DataFrame | None = None
-) -> DataFrame:
+    cfg: Config,
+    depths: bool = True,
+    links: str = "{links}",
+    marks: str = "{marks}",
+    depth_rel: str = "{depths}",
+) -> str:
     """The links whose targets are queued and passed cash: not those of soft 404s, nor (unless
     parse.follow_duplicate_links) those of exact duplicates (the page they copy has the same
     links, and is fetched), unless the duplicate is fewer links from a seed than its first
     copy: its links are then the shortest path to their targets (depth is the shortest path).
 
     In: links rows; marks (url_key, duplicate_of, duplicate_kind) of the generation's pages;
-    depths (url_key, depth) of the generation's pages and of their first copies (without it
-    every exact duplicate's links are dropped). Out: links rows."""
-    kind = F.col("duplicate_kind")
-    dropped = marks.where(kind == DuplicateKind.SOFT_404)  # a soft 404 is never expanded
+    with ``depths``, ``depth_rel`` (url_key, depth) of the generation's pages and of their
+    first copies (without it every exact duplicate's links are dropped). Out: links rows."""
+    dropped = [f"SELECT url_key FROM {marks} WHERE duplicate_kind = {lit(DuplicateKind.SOFT_404)}"]
     if not cfg.parse.follow_duplicate_links:
-        exact = marks.where(kind == DuplicateKind.EXACT)
-        if depths is not None:
-            least = depths.groupBy("url_key").agg(F.min("depth").alias("depth"))
-            own = least.select("url_key", F.col("depth").alias("_own"))
-            copy = least.select(
-                F.col("url_key").alias("duplicate_of"), F.col("depth").alias("_copy")
+        exact = f"SELECT url_key, duplicate_of FROM {marks} WHERE duplicate_kind = {lit(DuplicateKind.EXACT)}"
+        if depths:
+            least = f"SELECT url_key, min(depth) AS depth FROM {depth_rel} GROUP BY url_key"
+            exact = (
+                f"SELECT e.url_key FROM ({exact}) e LEFT JOIN ({least}) o ON e.url_key = o.url_key "
+                f"LEFT JOIN ({least}) c ON e.duplicate_of = c.url_key "
+                "WHERE NOT coalesce(o.depth < c.depth, FALSE)"
             )
-            shallower = F.coalesce(F.col("_own") < F.col("_copy"), F.lit(False))
-            exact = (exact.join(own, "url_key", "left").join(copy, "duplicate_of", "left")).where(
-                ~shallower
-            )
-        dropped = dropped.select("url_key").unionByName(exact.select("url_key"))
-    copies = dropped.select(F.col("url_key").alias("src_key"))
-    return links.join(copies, "src_key", "left_anti")
+        else:
+            exact = f"SELECT url_key FROM ({exact})"
+        dropped.append(exact)
+    copies = " UNION ALL ".join(dropped)
+    return f"SELECT l.* FROM {links} l LEFT ANTI JOIN ({copies}) d ON l.src_key = d.url_key"
 
 
-def key_collisions(targets: DataFrame, known: DataFrame) -> DataFrame:
+def key_collisions(targets: str = "{targets}", known: str = "{known}") -> str:
     """Target URLs whose url_key a known URL has under another URL: a collision of the 64-bit
     key (about 3 pairs expected in 10^10 URLs, docs/scale.md). The frontier's anti-joins are on
     the key, so such a URL is taken as known and never crawled (no state is shared: only
-    fetched URLs reach crawldb's MERGE); parse counts and logs them, so the loss is not silent.
+    fetched URLs reach crawldb's MERGE); update counts and logs them, so the loss is not
+    silent.
 
     In: targets (dst_key, dst_url: link targets, sitemap entries); known (url_key, url:
     crawldb's URLs and the generation's fetched ones). Out: dst_key, dst_url, known_url, one
     row per colliding pair."""
-    wanted = targets.select("dst_key", "dst_url").distinct()
-    held = rows_of(known.select("url_key", "url"), wanted, "url_key", key="dst_key")
+    wanted = f"(SELECT DISTINCT dst_key, dst_url FROM {targets})"
+    held = rows_of(f"(SELECT url_key, url FROM {known})", wanted, "url_key", key="dst_key")
     return (
-        wanted.join(held.withColumnRenamed("url_key", "dst_key"), "dst_key")
-        .where(F.col("dst_url") != F.col("url"))
-        .select("dst_key", "dst_url", F.col("url").alias("known_url"))
-        .distinct()
+        f"SELECT DISTINCT w.dst_key, w.dst_url, h.url AS known_url FROM {wanted} w JOIN "
+        f"({held}) h ON w.dst_key = h.url_key WHERE w.dst_url != h.url"
     )
 
 
 def next_frontier(
-    links: DataFrame,
-    pages: DataFrame,
-    known: DataFrame,
     gen: int,
-    cash: DataFrame | None = None,
-) -> DataFrame:
+    cash: bool = False,
+    links: str = "{links}",
+    pages: str = "{pages}",
+    known: str = "{known}",
+    cash_rel: str = "{cash}",
+) -> str:
     """Link targets -> frontier rows of generation gen + 1 (reason "link"): the targets not
     known, and the known ones these links reach in fewer links than their recorded depth
     (an offer: plan lowers their depth, crawllib.transforms.depth).
 
     In: links (src_key, src_url, dst_key, dst_url, dst_host), pages of gen (url_key, depth),
     known URLs (url_key, depth: crawldb's, and the URLs fetched in gen: those the fetch
-    followed are not in crawldb before update); cash (dst_key, cash:
+    followed are not in crawldb before update); with ``cash``, ``cash_rel`` (dst_key, cash:
     crawllib.transforms.priority.link_cash). Out: frontier columns; one row per dst_key;
     depth = the shallowest source page's depth + 1; source_url = the smallest src_url among
-    those shallowest sources; score = its cash (null without ``cash``).
-    """
-    depths = pages.select(F.col("url_key").alias("src_key"), F.col("depth").alias("src_depth"))
+    those shallowest sources; score = its cash (null without ``cash``)."""
     targets = (
-        links.join(depths, on="src_key", how="inner")
-        .groupBy("dst_key")
-        .agg(
-            F.min(F.struct("src_depth", "src_url")).alias("source"),
-            F.min("dst_url").alias("dst_url"),
-            F.min("dst_host").alias("dst_host"),
-        )
+        "SELECT l.dst_key, min(named_struct('src_depth', p.depth, 'src_url', l.src_url)) AS source, "
+        f"min(l.dst_url) AS dst_url, min(l.dst_host) AS dst_host FROM {links} l JOIN "
+        f"(SELECT url_key, depth FROM {pages}) p ON l.src_key = p.url_key GROUP BY l.dst_key"
     )
-    new = unknown_or_shallower(targets, known, "dst_key", F.col("source.src_depth") + 1)
-    if cash is None:
-        new = new.withColumn("cash", F.lit(None).cast("double"))
+    new = unknown_or_shallower(f"({targets})", known, "dst_key", "_x.source.src_depth + 1")
+    if cash:
+        new = f"SELECT n.*, c.cash FROM ({new}) n LEFT JOIN {cash_rel} c ON n.dst_key = c.dst_key"
     else:
-        new = new.join(cash.select("dst_key", "cash"), "dst_key", "left")
-    return new.select(
-        *columns_of(
-            FRONTIER,
-            gen=F.lit(gen + 1),
-            url=F.col("dst_url"),
-            url_key=F.col("dst_key"),
-            host=F.col("dst_host"),
-            domain=registered_domain_udf(F.col("dst_host")),
-            depth=F.col("source.src_depth") + 1,
-            source_url=F.col("source.src_url"),
-            reason=F.lit(FrontierReason.LINK),
-            discovered_at=F.current_timestamp(),
-            score=F.col("cash"),
-            redirects=F.lit(None),
-        )
-    )
+        new = f"SELECT *, CAST(NULL AS double) AS cash FROM ({new})"
+    given = {
+        "gen": lit(gen + 1),
+        "url": "dst_url",
+        "url_key": "dst_key",
+        "host": "dst_host",
+        "domain": "crawl_domain(dst_host)",
+        "depth": "source.src_depth + 1",
+        "source_url": "source.src_url",
+        "reason": lit(FrontierReason.LINK),
+        "discovered_at": "current_timestamp()",
+        "score": "cash",
+        "redirects": "NULL",
+    }
+    return f"SELECT {select_list(FRONTIER, **given)} FROM ({new})"
 
 
 def sitemap_frontier(
-    sitemaps: DataFrame, known: DataFrame, gen: int, link_weight: float = 1.0
-) -> DataFrame:
+    gen: int, link_weight: float = 1.0, sitemaps: str = "{sitemaps}", known: str = "{known}"
+) -> str:
     """URLs the sitemaps of gen list that are not known -> frontier rows of gen + 1 (reason
     "sitemap", depth 1: one step from the site's root, like a link of its home page), and
     the known ones at a greater depth (an offer, as :func:`next_frontier`'s).
@@ -433,29 +357,28 @@ def sitemap_frontier(
     :func:`next_frontier`, plus the link targets already in the next frontier). Out: frontier
     columns, one row per url_key: source_url = the smallest sitemap URL listing it,
     discovered_at = that sitemap's fetch time (a rerun writes the same rows), score = its
-    highest sitemap ``priority`` (0.5 when none says) times ``link_weight`` (plan passes
-    generate.internal_link_weight: a listing is the site's own link to the URL).
-    """
-    entries = sitemaps.select(
-        F.col("url").alias("source_url"),
-        F.col("fetched_at").alias("discovered_at"),
-        F.explode("entries").alias("e"),
-    ).select("e.url_key", "e.url", "e.host", "e.priority", "source_url", "discovered_at")
-    first = F.min(F.struct("source_url", "discovered_at", "url", "host"))
+    highest sitemap ``priority`` (0.5 when none says) times ``link_weight`` (update passes
+    generate.internal_link_weight: a listing is the site's own link to the URL)."""
+    entries = (
+        "SELECT e.url_key AS url_key, e.url AS url, e.host AS host, e.priority AS priority, "
+        "source_url, discovered_at FROM (SELECT url AS source_url, fetched_at AS "
+        f"discovered_at, explode(entries) AS e FROM {sitemaps})"
+    )
     listed = (
-        entries.groupBy("url_key")
-        .agg(first.alias("first"), F.max("priority").alias("priority"))
-        .select("url_key", "first.*", "priority")
+        "SELECT url_key, min(struct(source_url, discovered_at, url, host)) AS first, "
+        f"max(priority) AS priority FROM ({entries}) GROUP BY url_key"
     )
-    new = unknown_or_shallower(listed, known, "url_key", F.lit(1))
-    return new.select(
-        *columns_of(
-            FRONTIER,
-            gen=F.lit(gen + 1),
-            domain=registered_domain_udf(F.col("host")),
-            depth=F.lit(1),
-            reason=F.lit(FrontierReason.SITEMAP),
-            score=F.coalesce(F.col("priority"), F.lit(0.5)) * F.lit(link_weight),
-            redirects=F.lit(None),
-        )
-    )
+    new = unknown_or_shallower(f"({listed})", known, "url_key", "1")
+    given = {
+        "gen": lit(gen + 1),
+        "url": "first.url",
+        "host": "first.host",
+        "domain": "crawl_domain(first.host)",
+        "depth": "1",
+        "source_url": "first.source_url",
+        "reason": lit(FrontierReason.SITEMAP),
+        "discovered_at": "first.discovered_at",
+        "score": f"coalesce(priority, 0.5) * {lit(float(link_weight))}",
+        "redirects": "NULL",
+    }
+    return f"SELECT {select_list(FRONTIER, **given)} FROM ({new})"

@@ -15,65 +15,63 @@ does not buy itself a high score. Unlike OPIC a page keeps its score when it pas
 score is a history of what it received, as Nutch keeps it): the order of URLs is what
 matters, not the scale.
 
-The cash of generation N is computed twice from the same inputs: by parse, for the URLs it
-puts in the frontier of N + 1 (new), and by update, which adds it to the crawldb rows of the
-known ones (guarded by score_gen, so a rerun adds nothing twice).
+The cash of generation N is computed by update from its links: it goes to the frontier rows of
+the URLs it queues (new) and into crawldb's rows of the known ones (guarded by score_gen, so a
+rerun adds nothing twice).
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-
 from crawllib.config import Config
 from crawllib.transforms.lookup import rows_of
+from crawllib.transforms.sqltext import lit
 
 
-def link_cash(links: DataFrame, sources: DataFrame, cfg: Config) -> DataFrame:
+def link_cash(cfg: Config, links: str = "{links}", sources: str = "{sources}") -> str:
     """The cash the pages of one generation pass to each URL they link.
 
     In: links rows (src_key, dst_key, dst_host); sources, one row per page that may be a
     link's source (url_key, host, score: its crawldb score before this generation, null for
-    none; duplicate_of). Out: dst_key, cash (double, > 0), one row per linked URL.
-    """
+    none; duplicate_of). Out: dst_key, cash (double, > 0), one row per linked URL."""
     g = cfg.generate
-    out = links.groupBy("src_key").agg(F.count("*").alias("_out"))
-    quality = F.when(F.col("duplicate_of").isNotNull(), F.lit(g.duplicate_link_weight)).otherwise(
-        F.lit(1.0)
+    quality = f"CASE WHEN duplicate_of IS NOT NULL THEN {lit(float(g.duplicate_link_weight))} ELSE CAST(1.0 AS double) END"
+    pages = (
+        f"SELECT url_key AS src_key, host AS _src_host, (CAST(1.0 AS double) + coalesce(score, CAST(0.0 AS double))) * "
+        f"{quality} AS _cash FROM {sources}"
     )
-    pages = sources.select(
-        F.col("url_key").alias("src_key"),
-        F.col("host").alias("_src_host"),
-        ((F.lit(1.0) + F.coalesce(F.col("score"), F.lit(0.0))) * quality).alias("_cash"),
+    out = f"SELECT src_key, count(*) AS _out FROM {links} GROUP BY src_key"
+    shares = (
+        f"SELECT l.dst_key, p._src_host, l.dst_host = p._src_host AS _internal, "
+        f"p._cash / o._out AS _share FROM {links} l JOIN ({pages}) p ON l.src_key = p.src_key "
+        f"JOIN ({out}) o ON l.src_key = o.src_key"
     )
-    internal = F.col("dst_host") == F.col("_src_host")
-    share = (F.col("_cash") / F.col("_out")).alias("_share")
     per_host = (
-        links.select("src_key", "dst_key", "dst_host")
-        .join(pages, on="src_key", how="inner")
-        .join(out, on="src_key", how="inner")
-        .select("dst_key", "_src_host", internal.alias("_internal"), share)
-        .groupBy("dst_key", "_src_host", "_internal")
-        .agg(F.sum("_share").alias("_sum"), F.max("_share").alias("_max"))
+        "SELECT dst_key, _internal, sum(_share) AS _sum, max(_share) AS _max FROM "
+        f"({shares}) GROUP BY dst_key, _src_host, _internal"
     )
-    passed = F.when(F.col("_internal"), F.col("_sum") * g.internal_link_weight).otherwise(
-        F.col("_max")
+    passed = f"CASE WHEN _internal THEN _sum * {lit(float(g.internal_link_weight))} ELSE _max END"
+    return (
+        f"SELECT dst_key, cash FROM (SELECT dst_key, sum({passed}) AS cash FROM ({per_host}) "
+        "GROUP BY dst_key) WHERE cash > 0"
     )
-    return per_host.groupBy("dst_key").agg(F.sum(passed).alias("cash")).where(F.col("cash") > 0)
 
 
-def sources_of(texts: DataFrame, crawldb: DataFrame) -> DataFrame:
+def sources_of(texts: str = "{texts}", crawldb: str = "{crawldb}") -> str:
     """The link sources of a generation for :func:`link_cash`: its texts rows (url_key, host,
     duplicate_of) with their crawldb score (null for a URL crawldb does not hold)."""
-    scores = rows_of(crawldb, texts).select("url_key", "score")
-    return texts.select("url_key", "host", "duplicate_of").join(scores, "url_key", "left")
+    scores = rows_of(f"(SELECT url_key, score FROM {crawldb})", texts)
+    return (
+        f"SELECT t.url_key, t.host, t.duplicate_of, s.score FROM {texts} t LEFT JOIN "
+        f"(SELECT url_key, max(score) AS score FROM ({scores}) GROUP BY url_key) s "
+        "ON t.url_key = s.url_key"
+    )
 
 
-def score_order(cfg: Config) -> list[Column]:
-    """The order new URLs of a host take its quota in (generate.order): highest score first,
-    then shallowest, then url_key (a total order: a rerun decides the same); or breadth first
-    (depth, url_key)."""
-    depth_first = [F.col("depth").asc(), F.col("url_key").asc()]
+def score_order(cfg: Config) -> str:
+    """The order new URLs of a host take its quota in (generate.order), an SQL ORDER BY list:
+    highest score first, then shallowest, then url_key (a total order: a rerun decides the
+    same); or breadth first (depth, url_key)."""
+    depth_first = "depth ASC, url_key ASC"
     if cfg.generate.order == "depth":
         return depth_first
-    return [F.coalesce(F.col("score"), F.lit(0.0)).desc(), *depth_first]
+    return f"coalesce(score, CAST(0.0 AS double)) DESC, {depth_first}"

@@ -1,84 +1,70 @@
-"""URL-pattern traps in Spark (the rules and why: crawllib.policy.traps): the Spark twins of
-the pattern and repeated-segment rules (built-ins, no UDF; a test keeps them equal to the
-Python functions), a generation's pages counted per host and pattern, and the patterns judged
+"""URL-pattern traps in SQL (the rules and why: crawllib.policy.traps): the SQL twins of the
+pattern and repeated-segment rules (built-ins, no Python function; a test keeps them equal to
+the Python ones), a generation's pages counted per host and pattern, and the patterns judged
 traps. The traps table is read and written by crawllib.stages.traps and the stages, never here.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-
 from crawllib.config import Config
 from crawllib.core.vocab import DuplicateKind
 from crawllib.policy.traps import DIGITS, HEX, allowed_patterns
+from crawllib.transforms.sqltext import is_in, lit
+
+_PATH = "regexp_extract({url}, '^[^:/?#]+://[^/?#]*([^?#]*)', 1)"
+# '{h}' and '{n}' without braces in the text (braces name a rule's inputs)
+_HEX_MARK = "concat(chr(123), 'h', chr(125))"
+_DIGITS_MARK = "concat(chr(123), 'n', chr(125))"
 
 
-def url_pattern_column(url: Column) -> Column:
-    """:func:`crawllib.policy.traps.url_pattern` in Spark built-ins."""
-    path = F.regexp_extract(url, r"^[^:/?#]+://[^/?#]*([^?#]*)", 1)
-    path = F.regexp_replace(F.regexp_replace(path, HEX, "{h}"), DIGITS, "{n}")
-    query = F.regexp_extract(url, r"\?([^#]*)", 1)
-    names = F.array_sort(
-        F.array_distinct(F.transform(F.split(query, "&"), lambda p: F.split(p, "=")[0]))
+def url_pattern(url: str) -> str:
+    """:func:`crawllib.policy.traps.url_pattern` as an SQL expression of the column ``url``."""
+    path = _PATH.format(url=url)
+    path = f"regexp_replace(regexp_replace({path}, {lit(HEX)}, {_HEX_MARK}), {lit(DIGITS)}, {_DIGITS_MARK})"
+    query = f"regexp_extract({url}, '\\\\?([^#]*)', 1)"
+    param_names = (
+        f"array_join(array_sort(array_distinct(transform(split({query}, '&'), "
+        "p -> split(p, '=')[0]))), '&')"
     )
-    return F.when(query == "", path).otherwise(F.concat(path, F.lit("?"), F.array_join(names, "&")))
+    return f"CASE WHEN {query} = '' THEN {path} ELSE concat({path}, '?', {param_names}) END"
 
 
-def repeats_more_than(url: Column, times: int) -> Column:
-    """Spark: whether some path segment of ``url`` occurs more than ``times`` times
+def repeats_more_than(url: str, times: int) -> str:
+    """SQL: whether some path segment of ``url`` occurs more than ``times`` times
     (:func:`crawllib.policy.traps.repeated_segments` > times)."""
-    path = F.regexp_extract(url, r"^[^:/?#]+://[^/?#]*([^?#]*)", 1)
-    segments = F.filter(F.split(path, "/"), lambda s: s != "")
-    counts = F.transform(
-        F.array_distinct(segments), lambda s: F.size(F.filter(segments, lambda t: t == s))
-    )
-    return F.coalesce(F.array_max(counts), F.lit(0)) > times
+    path = _PATH.format(url=url)
+    segments = f"filter(split({path}, '/'), s -> s != '')"
+    counts = f"transform(array_distinct({segments}), s -> size(filter({segments}, t -> t = s)))"
+    return f"(coalesce(array_max({counts}), 0) > {times})"
 
 
-def pattern_counts(pages: DataFrame, marks: DataFrame, gen: int) -> DataFrame:
+def pattern_counts(gen: int, pages: str = "{pages}", marks: str = "{marks}") -> str:
     """A generation's pages counted per host and pattern: rows for the traps table.
 
     In: pages of gen (url_key, url, host); marks (url_key, duplicate_kind) of its duplicates.
-    Out: host, pattern, pages, duplicates (exact, near or soft 404), first_gen = gen =
-    ``gen``."""
-    copies = marks.where(
-        F.col("duplicate_kind").isin(
-            DuplicateKind.EXACT, DuplicateKind.NEAR, DuplicateKind.SOFT_404
-        )
-    ).select("url_key", F.lit(1).alias("_copy"))
+    Out: host, pattern, pages, duplicates (exact, near or soft 404), first_gen = gen = ``gen``,
+    updated_at."""
+    kinds = (DuplicateKind.EXACT, DuplicateKind.NEAR, DuplicateKind.SOFT_404)
+    copies = f"SELECT DISTINCT url_key FROM {marks} WHERE {is_in('duplicate_kind', kinds)}"
     return (
-        pages.select("url_key", "host", url_pattern_column(F.col("url")).alias("pattern"))
-        .join(copies, "url_key", "left")
-        .groupBy("host", "pattern")
-        .agg(
-            F.count("*").alias("pages"),
-            F.count("_copy").alias("duplicates"),
-        )
-        .select(
-            "host",
-            "pattern",
-            "pages",
-            "duplicates",
-            F.lit(gen).alias("first_gen"),
-            F.lit(gen).alias("gen"),
-            F.current_timestamp().alias("updated_at"),
-        )
+        f"SELECT host, pattern, count(*) AS pages, count(c.url_key) AS duplicates, "
+        f"{gen} AS first_gen, {gen} AS gen, current_timestamp() AS updated_at FROM "
+        f"(SELECT url_key, host, {url_pattern('url')} AS pattern FROM {pages}) p "
+        f"LEFT JOIN ({copies}) c ON p.url_key = c.url_key GROUP BY host, pattern"
     )
 
 
-def trapped_patterns(traps: DataFrame, cfg: Config) -> DataFrame:
+def trapped_patterns(cfg: Config, traps: str = "{traps}") -> str:
     """The (host, pattern) pairs whose new URLs plan filters: traps.min_pages pages or more,
     at least traps.duplicate_share of them duplicates, and not in traps.allow.
     In: traps rows. Out: host, pattern."""
     t = cfg.traps
-    trapped = traps.where(
-        (F.col("pages") >= t.min_pages)
-        & (F.col("duplicates") >= F.col("pages") * t.duplicate_share)
-    ).select("host", "pattern")
+    trapped = (
+        f"SELECT host, pattern FROM {traps} WHERE pages >= {t.min_pages} AND "
+        f"duplicates >= pages * {lit(float(t.duplicate_share))}"
+    )
     allowed = allowed_patterns(t.allow)
     if not allowed:
         return trapped
-    spark = traps.sparkSession
-    kept = spark.createDataFrame(allowed, "host string, pattern string")
-    return trapped.join(kept, ["host", "pattern"], "left_anti")
+    kept = " OR ".join(f"(host = {lit(h)} AND pattern = {lit(p)})" for h, p in allowed)
+    return f"SELECT host, pattern FROM ({trapped}) WHERE NOT ({kept})"

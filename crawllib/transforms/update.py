@@ -1,4 +1,5 @@
-"""Update-stage steps: a generation's fetches -> new crawldb rows and redirect frontier rows.
+"""Update's rules, as SQL: a generation's fetches -> new crawldb rows and redirect frontier
+rows.
 
 Status of a fetched URL, from its fetch outcome:
 
@@ -27,9 +28,9 @@ deferred                           ``queued`` for gen N + 1 (a revisit keeps its
 ``attempts`` counts the attempts of the current visit: a revisit (the URL was ``fetched`` or
 ``duplicate``) starts again from 0, so a page fetched a hundred times is not dead after one
 failure. A visit that reaches the page (ok, not_modified) sets the revisit schedule
-(:mod:`crawllib.policy.revisit`): fetched_at (the fetch's time, or ``crawl.now``), fetch_interval,
-next_fetch_at, the validators, and counts the visit changed or unchanged (its text hash
-against the stored version's; a 304 is unchanged).
+(:mod:`crawllib.policy.revisit`): fetched_at (the fetch's time, or ``crawl.now``),
+fetch_interval, next_fetch_at, the validators, and counts the visit changed or unchanged (its
+text hash against the stored version's; a 304 is unchanged).
 
 A robots.txt that answered 5xx or could not be read denies the host for now, not for ever
 (RFC 9309 §2.3.1.4): the engine defers those URLs (robots.txt is asked again with backoff).
@@ -40,13 +41,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
-
 from crawllib.config import Config, parse_now
 from crawllib.content.sitemaps import changefreq_seconds
-from crawllib.core.urls import InvalidURL, host_of, normalize_url, registered_domain, url_key
 from crawllib.core.vocab import (
     PERMANENT_ERRORS,
     REVISITED_STATUSES,
@@ -62,350 +58,250 @@ from crawllib.core.vocab import (
     words,
 )
 from crawllib.policy.revisit import HOUR, next_interval, revisits
-from crawllib.store.schemas import CRAWLDB, FRONTIER, columns_of
+from crawllib.store.schemas import CRAWLDB, FRONTIER, select_list
 from crawllib.transforms.depth import unknown_or_shallower
 from crawllib.transforms.lookup import rows_of
+from crawllib.transforms.sqltext import is_in, lit, steps, timestamp_of
 
-_TARGET = StructType(
-    [
-        StructField("url", StringType(), False),
-        StructField("url_key", LongType(), False),
-        StructField("host", StringType(), False),
-        StructField("domain", StringType(), False),
-    ]
+
+class Sql(str):
+    """An SQL expression that the revisit rule (crawllib.policy.revisit) computes with:
+    arithmetic builds the expression."""
+
+    def __mul__(self, other: object) -> Sql:
+        return Sql(f"({self} * {_operand(other)})")
+
+    __rmul__ = __mul__
+
+
+def _operand(value: object) -> str:
+    """An expression as it is, any other value (a number, a word) as a literal."""
+    return value if isinstance(value, Sql) else lit(value)
+
+
+class SqlOps:
+    """:class:`crawllib.policy.revisit.Ops` on SQL expressions."""
+
+    def where(self, condition: Any, yes: Any, no: Any) -> Sql:
+        return Sql(f"(CASE WHEN {condition} THEN {_operand(yes)} ELSE {_operand(no)} END)")
+
+    def clamp(self, value: Any, low: float, high: float) -> Sql:
+        return Sql(f"least(greatest({_operand(value)}, {lit(float(low))}), {lit(float(high))})")
+
+
+SQL = SqlOps()
+
+# Outcomes worth another attempt: errors, 429 and 5xx answers, a robots.txt that could not be
+# read, and any outcome this code does not know.
+_RETRYABLE = (
+    f"(outcome = {lit(Outcome.ERROR)} OR (outcome = {lit(Outcome.HTTP_ERROR)} AND "
+    f"(http_status = 429 OR http_status >= 500)) OR (outcome = {lit(Outcome.ROBOTS_DENIED)} "
+    f"AND error_kind = {lit(ErrorKind.ROBOTS_UNAVAILABLE)}) OR NOT "
+    f"{is_in('outcome', [o for o in words(Outcome) if o != Outcome.ERROR])})"
 )
+# The page's text is its host's answer to a missing page (texts.duplicate_kind).
+_SOFT_404 = f"(duplicate_kind <=> {lit(DuplicateKind.SOFT_404)})"
+_OK = f"(outcome = {lit(Outcome.OK)})"
+_DEFERRED = f"(outcome = {lit(Outcome.DEFERRED)})"
+_NOT_MODIFIED = f"(outcome = {lit(Outcome.NOT_MODIFIED)})"
+_VISITED = f"({is_in('outcome', VISITED_OUTCOMES)})"
+_HAD_VERSION = f"({is_in('old_status', REVISITED_STATUSES)})"
+# crawldb's columns a fetched URL's row keeps from before the fetch (as old_<name>)
+_KEPT = tuple(n for n in CRAWLDB.names if n not in ("url_key", "url", "host"))
 
 
-def redirect_target(url: str | None) -> tuple[str, int, str, str] | None:
-    """(normalised URL, url_key, host, registered domain) of a redirect target, or None if the
-    crawler cannot use it. The engine already normalises Location; this keeps the rule in one
-    place (``crawllib.core.urls``) whatever gave the URL."""
-    if not url:
-        return None
-    try:
-        normalized = normalize_url(url)
-    except InvalidURL:
-        return None
-    host = host_of(normalized)
-    return normalized, url_key(normalized), host, registered_domain(host)
-
-
-_redirect_target_udf = F.udf(redirect_target, _TARGET)
-_domain_udf = F.udf(registered_domain, StringType())
-
-
-def redirect_target_key(redirect_to: Column) -> Column:
-    """The url_key of a redirect target as :func:`redirect_target` normalises it (null for
-    one the crawler cannot use)."""
-    return _redirect_target_udf(redirect_to)["url_key"]
-
-
-def _retryable() -> Column:
-    """Outcomes worth another attempt: errors, 429 and 5xx answers, a robots.txt that could
-    not be read, and any outcome this code does not know."""
-    outcome, code = F.col("outcome"), F.col("http_status")
-    return (
-        (outcome == Outcome.ERROR)
-        | ((outcome == Outcome.HTTP_ERROR) & ((code == 429) | (code >= 500)))
-        | (
-            (outcome == Outcome.ROBOTS_DENIED)
-            & (F.col("error_kind") == ErrorKind.ROBOTS_UNAVAILABLE)
-        )
-        | ~outcome.isin(*[o for o in words(Outcome) if o != Outcome.ERROR])
-    )
-
-
-def _soft_404() -> Column:
-    """The page's text is its host's answer to a missing page (texts.duplicate_kind)."""
-    return F.col("duplicate_kind").eqNullSafe(F.lit(DuplicateKind.SOFT_404))
-
-
-class SparkOps:
-    """:class:`crawllib.policy.revisit.Ops` on Spark columns."""
-
-    def where(self, condition: Column, yes: Column | float, no: Column | float) -> Column:
-        return F.when(condition, yes).otherwise(no)
-
-    def clamp(self, value: Column, low: float, high: float) -> Column:
-        return F.least(F.greatest(value, F.lit(low)), F.lit(high))
-
-
-SPARK = SparkOps()
-
-
-def crawldb_updates(
-    fetches: DataFrame,
-    texts: DataFrame,
-    crawldb: DataFrame,
-    gen: int,
-    cfg: Config,
-    updated_at: Column | None = None,
-    cash: DataFrame | None = None,
-) -> DataFrame:
-    """The crawldb row of every URL fetched in generation ``gen``, after the fetch.
-
-    In: fetches rows of gen (url_key, url, host, depth, outcome, http_status, error_kind,
-    fetched_at, etag, last_modified); texts rows of gen (url_key, duplicate_of,
-    duplicate_kind, content_hash); crawldb (the state before the fetch: CRAWLDB columns). A
-    URL missing from crawldb gets a fresh row (first_gen = gen, domain from its host). Retries
-    follow fetch.max_attempts and fetch.retry_backoff_seconds, the schedule recrawl and
-    crawl.now; ``cash`` (dst_key, cash: :func:`crawllib.transforms.priority.link_cash` of
-    gen) is added to the score of the URLs it names (score_gen = gen). Out: CRAWLDB columns,
-    one row per fetched url_key.
-
-    Each column group has its builder, over one :class:`_Visit` (the fetch's outcome beside
-    crawldb's row before it, ``old_x``): status, reason, schedule, validators.
-    """
-    v = _Visit(cfg)
-    schedule = _Schedule(v, cfg)
-    return (
-        _visits(fetches, texts, crawldb, cash)
-        .withColumns(
-            {
-                "attempts": v.attempts,
-                "status": _status(v, cfg),
-                "fetch_interval": v.on_visit(schedule.interval.seconds, "old_fetch_interval"),
-            }
-        )
-        .select(
-            *columns_of(
-                CRAWLDB,
-                domain=F.coalesce(F.col("old_domain"), _domain_udf(F.col("host"))),
-                reason=_reason(v, cfg),
-                # the shortest way found: a URL followed in its task may be known deeper
-                depth=F.least(F.col("old_depth"), F.col("depth")),
-                first_gen=F.coalesce(F.col("old_first_gen"), F.lit(gen)),
-                last_gen=F.when(v.deferred, F.col("old_last_gen")).otherwise(F.lit(gen)),
-                # a failed URL is due again by time, in the first generation after not_before
-                next_gen=F.when(v.is_status(Status.FAILED) | v.deferred, F.lit(gen + 1)),
-                not_before=F.when(
-                    v.is_status(Status.FAILED),
-                    F.timestamp_seconds(F.unix_micros(schedule.at) / 1_000_000 + v.retry_in),
-                ),
-                updated_at=F.current_timestamp() if updated_at is None else updated_at,
-                **schedule.columns(v),
-                **_validators(v),
-                **_score(gen),
-                redirects=F.col("old_redirects"),
-            )
-        )
-    )
-
-
-def _visits(
-    fetches: DataFrame, texts: DataFrame, crawldb: DataFrame, cash: DataFrame | None
-) -> DataFrame:
+def _visits(cash: bool, fetches: str, texts: str, crawldb: str, cash_rel: str) -> str:
     """One row per fetched URL: the fetch (``visited_at``, ``new_etag``, ...), its text
     (``text_hash``, ``_noindex``, duplicate marks), crawldb's row before it (``old_x``) and the
     cash it receives (``_cash``, null when none)."""
-    texts = texts.select(
-        "url_key",
-        "duplicate_of",
-        "duplicate_kind",
-        F.col("content_hash").alias("text_hash"),
-        F.array_contains(F.col("directives"), Directive.NOINDEX).alias("_noindex"),
-    ).dropDuplicates(["url_key"])
-    kept = [f.name for f in CRAWLDB.fields if f.name not in ("url_key", "url", "host")]
-    before = rows_of(crawldb, fetches).select(
-        "url_key", *[F.col(c).alias(f"old_{c}") for c in kept]
+    fetched = (
+        "SELECT * EXCEPT (_n) FROM (SELECT url_key, url, host, depth, outcome, http_status, "
+        "error_kind, fetched_at AS visited_at, etag AS new_etag, last_modified AS "
+        "new_last_modified, row_number() OVER (PARTITION BY url_key ORDER BY fetched_at DESC, "
+        f"outcome) AS _n FROM {fetches}) WHERE _n = 1"
     )
+    text = (
+        "SELECT * EXCEPT (_n) FROM (SELECT url_key, duplicate_of, duplicate_kind, content_hash "
+        f"AS text_hash, array_contains(directives, {lit(Directive.NOINDEX)}) AS _noindex, "
+        "row_number() OVER (PARTITION BY url_key ORDER BY slice DESC) AS _n "
+        f"FROM {texts}) WHERE _n = 1"
+    )
+    old = ", ".join(f"`{c}` AS `old_{c}`" for c in _KEPT)
+    before = f"SELECT url_key, {old} FROM ({rows_of(crawldb, fetches)})"
     joined = (
-        fetches.select(
-            "url_key",
-            "url",
-            "host",
-            "depth",
-            "outcome",
-            "http_status",
-            "error_kind",
-            F.col("fetched_at").alias("visited_at"),
-            F.col("etag").alias("new_etag"),
-            F.col("last_modified").alias("new_last_modified"),
-        )
-        .dropDuplicates(["url_key"])
-        .join(texts, on="url_key", how="left")
-        .join(before, on="url_key", how="left")
+        f"SELECT f.*, x.duplicate_of, x.duplicate_kind, x.text_hash, x._noindex, "
+        f"{', '.join(f'o.`old_{c}`' for c in _KEPT)}, "
+        f"{'c.cash' if cash else 'CAST(NULL AS double)'} AS _cash "
+        f"FROM ({fetched}) f LEFT JOIN ({text}) x ON f.url_key = x.url_key "
+        f"LEFT JOIN ({before}) o ON f.url_key = o.url_key"
     )
-    if cash is None:
-        return joined.withColumn("_cash", F.lit(None).cast("double"))
-    return joined.join(
-        cash.select(F.col("dst_key").alias("url_key"), F.col("cash").alias("_cash")),
-        on="url_key",
-        how="left",
-    )
+    if cash:
+        joined += f" LEFT JOIN {cash_rel} c ON f.url_key = c.dst_key"
+    return joined
 
 
-class _Visit:
-    """The conditions every column group of :func:`crawldb_updates` reads: what the fetch did
-    (``outcome``), and crawldb's row before it (``old_x``)."""
-
-    def __init__(self, cfg: Config) -> None:
-        self.outcome = F.col("outcome")
-        self.ok = self.outcome == Outcome.OK
-        self.deferred = self.outcome == Outcome.DEFERRED
-        self.not_modified = self.outcome == Outcome.NOT_MODIFIED
-        self.visited = self.outcome.isin(*VISITED_OUTCOMES)
-        self.had_version = F.col("old_status").isin(*REVISITED_STATUSES)
-        old_attempts = F.coalesce(F.col("old_attempts"), F.lit(0))
-        # A revisit is a new visit: its attempts count from 0.
-        previous = F.when(self.had_version, F.lit(0)).otherwise(old_attempts)
-        self.attempts = F.when(self.deferred, old_attempts).otherwise(previous + 1)
-        self.retry_in = F.lit(cfg.fetch.retry_backoff_seconds) * F.pow(F.lit(2), self.attempts - 1)
-
-    @staticmethod
-    def is_status(status: str) -> Column:
-        """The new status (the ``status`` column :func:`_status` wrote) is ``status``."""
-        return F.col("status") == status
-
-    def on_visit(self, value: Column, otherwise: str) -> Column:
-        """``value`` when the fetch reached the page, else crawldb's ``otherwise`` column."""
-        return F.when(self.visited, value).otherwise(F.col(otherwise))
-
-
-def _status(v: _Visit, cfg: Config) -> Column:
-    """crawldb's status after the fetch (docs/architecture.md, "fetch outcome | crawldb status")."""
+def _status(cfg: Config) -> str:
+    """crawldb's status after the fetch (module docstring). Reads ``attempts`` (new)."""
     return (
-        F.when(v.ok & _soft_404(), Status.GONE)
-        .when(v.ok & F.col("_noindex"), Status.NOINDEX)
-        .when(v.ok & F.col("duplicate_of").isNotNull(), Status.DUPLICATE)
-        .when(v.ok, Status.FETCHED)
-        .when(v.not_modified & v.had_version, F.col("old_status"))
-        .when(v.not_modified, Status.FETCHED)
-        .when(v.outcome == Outcome.REDIRECT, Status.REDIRECTED)
-        .when(v.deferred & v.had_version, F.col("old_status"))
-        .when(v.deferred, Status.QUEUED)
-        .when(F.col("error_kind").isin(*PERMANENT_ERRORS), Status.DEAD)
-        .when(
-            _retryable(),
-            F.when(v.attempts >= cfg.fetch.max_attempts, Status.DEAD).otherwise(Status.FAILED),
-        )
-        .when(v.outcome == Outcome.HTTP_ERROR, Status.GONE)
-        .when(v.outcome == Outcome.ROBOTS_DENIED, Status.ROBOTS_DENIED)
-        .when(v.outcome == Outcome.BLOCKED, Status.BLOCKED)
+        f"CASE WHEN {_OK} AND {_SOFT_404} THEN {lit(Status.GONE)} "
+        f"WHEN {_OK} AND _noindex THEN {lit(Status.NOINDEX)} "
+        f"WHEN {_OK} AND duplicate_of IS NOT NULL THEN {lit(Status.DUPLICATE)} "
+        f"WHEN {_OK} THEN {lit(Status.FETCHED)} "
+        f"WHEN {_NOT_MODIFIED} AND {_HAD_VERSION} THEN old_status "
+        f"WHEN {_NOT_MODIFIED} THEN {lit(Status.FETCHED)} "
+        f"WHEN outcome = {lit(Outcome.REDIRECT)} THEN {lit(Status.REDIRECTED)} "
+        f"WHEN {_DEFERRED} AND {_HAD_VERSION} THEN old_status "
+        f"WHEN {_DEFERRED} THEN {lit(Status.QUEUED)} "
+        f"WHEN {is_in('error_kind', PERMANENT_ERRORS)} THEN {lit(Status.DEAD)} "
+        f"WHEN {_RETRYABLE} THEN CASE WHEN attempts >= {cfg.fetch.max_attempts} "
+        f"THEN {lit(Status.DEAD)} ELSE {lit(Status.FAILED)} END "
+        f"WHEN outcome = {lit(Outcome.HTTP_ERROR)} THEN {lit(Status.GONE)} "
+        f"WHEN outcome = {lit(Outcome.ROBOTS_DENIED)} THEN {lit(Status.ROBOTS_DENIED)} "
+        f"WHEN outcome = {lit(Outcome.BLOCKED)} THEN {lit(Status.BLOCKED)} END"
     )
 
 
-def _reason(v: _Visit, cfg: Config) -> Column:
+def _reason(cfg: Config) -> str:
     """Why a URL has its status: none when fetched, the duplicate kind, the redirect's
-    trouble, the soft 404, else the error kind, ``http_<status>`` or the outcome."""
-    http_reason = F.concat(F.lit("http_"), F.col("http_status").cast("string"))
+    trouble, the soft 404, else the error kind, ``http_<status>`` or the outcome. Reads the
+    new ``status``."""
     return (
-        F.when(F.col("status").isin(Status.FETCHED, Status.NOINDEX), F.lit(None))
-        .when(v.not_modified | (v.deferred & v.had_version), F.col("old_reason"))
-        .when(
-            v.is_status(Status.DUPLICATE),
-            F.coalesce(F.col("duplicate_kind"), F.lit(Status.DUPLICATE)),
-        )
-        .when(
-            v.is_status(Status.REDIRECTED),
-            F.coalesce(
-                F.col("error_kind"),  # bad_location: a target that cannot be crawled
-                F.when(
-                    F.coalesce(F.col("old_redirects"), F.lit(0)) >= cfg.fetch.max_redirects,
-                    F.lit(ErrorKind.TOO_MANY_REDIRECTS),
-                ),
-            ),
-        )
-        .when(v.ok & _soft_404(), F.lit(DuplicateKind.SOFT_404))
-        .otherwise(F.coalesce(F.col("error_kind"), http_reason, v.outcome))
+        f"CASE WHEN {is_in('status', (Status.FETCHED, Status.NOINDEX))} THEN NULL "
+        f"WHEN {_NOT_MODIFIED} OR ({_DEFERRED} AND {_HAD_VERSION}) THEN old_reason "
+        f"WHEN status = {lit(Status.DUPLICATE)} THEN coalesce(duplicate_kind, "
+        f"{lit(Status.DUPLICATE)}) "
+        f"WHEN status = {lit(Status.REDIRECTED)} THEN coalesce(error_kind, CASE WHEN "
+        f"coalesce(old_redirects, 0) >= {cfg.fetch.max_redirects} THEN "
+        f"{lit(ErrorKind.TOO_MANY_REDIRECTS)} END) "
+        f"WHEN {_OK} AND {_SOFT_404} THEN {lit(DuplicateKind.SOFT_404)} "
+        "ELSE coalesce(error_kind, concat('http_', CAST(http_status AS string)), outcome) END"
     )
 
 
-class _Schedule:
-    """The revisit schedule of a visit that reached the page: was the page changed, its next
-    interval (crawllib.policy.revisit), the visit's time ``at`` (crawl.now when set)."""
+def crawldb_updates(
+    cfg: Config,
+    gen: int,
+    cash: bool = False,
+    updated_at: str | None = None,
+    fetches: str = "{fetches}",
+    texts: str = "{texts}",
+    crawldb: str = "{crawldb}",
+    cash_rel: str = "{cash}",
+) -> str:
+    """The crawldb row of every URL fetched in generation ``gen``, after the fetch.
 
-    def __init__(self, v: _Visit, cfg: Config) -> None:
-        revisit = F.col("old_fetched_at").isNotNull()
-        same_text = v.not_modified | F.col("text_hash").eqNullSafe(F.col("old_content_hash"))
-        self.changed = revisit & ~same_text
-        self.unchanged = revisit & same_text
-        self.interval = next_interval(
-            cfg.recrawl,
-            SPARK,
-            F.coalesce(
-                F.col("old_fetch_interval"), F.lit(cfg.recrawl.default_interval_hours * HOUR)
-            ),
-            revisit,
-            self.changed,
-        )
-        clock = parse_now(cfg.crawl.now)
-        self.at = F.col("visited_at") if clock is None else F.timestamp_seconds(F.lit(clock))
-        # from the new fetch_interval column
-        self.due = (
-            F.timestamp_seconds(F.unix_micros(self.at) / 1_000_000 + F.col("fetch_interval"))
-            if revisits(cfg.recrawl)
-            else F.lit(None)
-        )
+    In: fetches rows of gen (url_key, url, host, depth, outcome, http_status, error_kind,
+    fetched_at, etag, last_modified); texts rows of gen (url_key, slice, duplicate_of,
+    duplicate_kind, content_hash, directives); crawldb (the state before the fetch: CRAWLDB
+    columns); with ``cash``, the cash of gen's links (dst_key, cash:
+    crawllib.transforms.priority.link_cash), added to the score of the URLs it names
+    (score_gen = gen). A URL missing from crawldb gets a fresh row (first_gen = gen, domain from
+    its host). Retries follow fetch.max_attempts and fetch.retry_backoff_seconds, the schedule
+    recrawl and crawl.now. ``updated_at``: an SQL timestamp (default: now). Out: CRAWLDB
+    columns, one row per fetched url_key."""
+    clock = parse_now(cfg.crawl.now)
+    at = "visited_at" if clock is None else timestamp_of(clock)
+    attempts_before = "coalesce(old_attempts, 0)"
+    # a revisit is a new visit: its attempts count from 0
+    previous = f"CASE WHEN {_HAD_VERSION} THEN 0 ELSE {attempts_before} END"
+    attempts = f"CASE WHEN {_DEFERRED} THEN {attempts_before} ELSE {previous} + 1 END"
+    revisit = "(old_fetched_at IS NOT NULL)"
+    same_text = f"({_NOT_MODIFIED} OR (text_hash <=> old_content_hash))"
+    changed = f"({revisit} AND NOT {same_text})"
+    unchanged = f"({revisit} AND {same_text})"
+    default = lit(cfg.recrawl.default_interval_hours * HOUR)
+    interval = next_interval(
+        cfg.recrawl, SQL, Sql(f"coalesce(old_fetch_interval, {default})"), revisit, changed
+    )
 
-    def columns(self, v: _Visit) -> dict[str, Column]:
-        """The schedule's crawldb columns (fetch_interval is set before, as ``due`` reads it)."""
+    def on_visit(value: str, otherwise: str) -> str:
+        return f"CASE WHEN {_VISITED} THEN {value} ELSE {otherwise} END"
 
-        def count(flag: Column, column: str) -> Column:
-            return F.coalesce(F.col(column), F.lit(0)) + F.when(v.visited & flag, 1).otherwise(0)
+    def count(flag: str, column: str) -> str:
+        return f"coalesce({column}, 0) + CASE WHEN {_VISITED} AND {flag} THEN 1 ELSE 0 END"
 
-        return {
-            "fetched_at": v.on_visit(self.at, "old_fetched_at"),
-            "next_fetch_at": v.on_visit(self.due, "old_next_fetch_at"),
-            "interval_source": v.on_visit(self.interval.source, "old_interval_source"),
-            "changed_at": v.on_visit(
-                F.when(~self.unchanged, self.at).otherwise(F.col("old_changed_at")),
-                "old_changed_at",
-            ),
-            "visits_changed": count(self.changed, "old_visits_changed"),
-            "visits_unchanged": count(self.unchanged, "old_visits_unchanged"),
-        }
-
-
-def _validators(v: _Visit) -> dict[str, Column]:
-    """What the next request sends and compares: the status, the text's hash, the validators
-    (a 304 may omit them: the stored version's stand)."""
-    return {
-        "http_status": F.when(v.deferred | v.not_modified, F.col("old_http_status")).otherwise(
-            F.col("http_status")
+    due = (
+        f"timestamp_seconds(unix_micros({at}) / 1000000 + fetch_interval)"
+        if revisits(cfg.recrawl)
+        else "NULL"
+    )
+    retry_in = f"{lit(float(cfg.fetch.retry_backoff_seconds))} * pow(2, attempts - 1)"
+    failed = f"(status = {lit(Status.FAILED)})"
+    given = {
+        "domain": "coalesce(old_domain, crawl_domain(host))",
+        "status": "status",
+        "reason": _reason(cfg),
+        "attempts": "attempts",
+        # the shortest way found: a URL followed in its task may be known deeper
+        "depth": "least(old_depth, depth)",
+        "first_gen": f"coalesce(old_first_gen, {gen})",
+        "last_gen": f"CASE WHEN {_DEFERRED} THEN old_last_gen ELSE {gen} END",
+        # a failed URL is due again by time, in the first generation after not_before
+        "next_gen": f"CASE WHEN {failed} OR {_DEFERRED} THEN {gen + 1} END",
+        "not_before": (
+            f"CASE WHEN {failed} THEN timestamp_seconds(unix_micros({at}) / 1000000 + "
+            f"{retry_in}) END"
         ),
-        "content_hash": F.when(v.ok, F.col("text_hash")).otherwise(F.col("old_content_hash")),
-        "etag": F.when(v.ok, F.col("new_etag"))
-        .when(v.not_modified, F.coalesce(F.col("new_etag"), F.col("old_etag")))
-        .otherwise(F.col("old_etag")),
-        "last_modified": F.when(v.ok, F.col("new_last_modified"))
-        .when(
-            v.not_modified,
-            F.coalesce(F.col("new_last_modified"), F.col("old_last_modified")),
-        )
-        .otherwise(F.col("old_last_modified")),
+        "updated_at": updated_at or "current_timestamp()",
+        "fetch_interval": "fetch_interval",
+        "fetched_at": on_visit(at, "old_fetched_at"),
+        "next_fetch_at": on_visit(due, "old_next_fetch_at"),
+        "interval_source": on_visit(_operand(interval.source), "old_interval_source"),
+        "changed_at": on_visit(
+            f"CASE WHEN NOT {unchanged} THEN {at} ELSE old_changed_at END", "old_changed_at"
+        ),
+        "visits_changed": count(changed, "old_visits_changed"),
+        "visits_unchanged": count(unchanged, "old_visits_unchanged"),
+        # what the next request sends and compares (a 304 may omit the validators)
+        "http_status": (
+            f"CASE WHEN {_DEFERRED} OR {_NOT_MODIFIED} THEN old_http_status ELSE http_status END"
+        ),
+        "content_hash": f"CASE WHEN {_OK} THEN text_hash ELSE old_content_hash END",
+        "etag": (
+            f"CASE WHEN {_OK} THEN new_etag WHEN {_NOT_MODIFIED} THEN coalesce(new_etag, "
+            "old_etag) ELSE old_etag END"
+        ),
+        "last_modified": (
+            f"CASE WHEN {_OK} THEN new_last_modified WHEN {_NOT_MODIFIED} THEN "
+            "coalesce(new_last_modified, old_last_modified) ELSE old_last_modified END"
+        ),
+        # the cash the URL's inlinks passed it this generation, added to its score
+        "score": (
+            "CASE WHEN _cash IS NOT NULL THEN coalesce(old_score, 0.0) + _cash ELSE old_score END"
+        ),
+        "score_gen": f"CASE WHEN _cash IS NOT NULL THEN {gen} ELSE old_score_gen END",
+        "redirects": "old_redirects",
     }
+    return steps(
+        ("_visits", _visits(cash, fetches, texts, crawldb, cash_rel)),
+        ("_attempted", f"SELECT *, {attempts} AS attempts FROM _visits"),
+        (
+            "_stated",
+            f"SELECT *, {_status(cfg)} AS status, "
+            f"{on_visit(_operand(interval.seconds), 'old_fetch_interval')} AS fetch_interval "
+            "FROM _attempted",
+        ),
+        final=f"SELECT {select_list(CRAWLDB, **given)} FROM _stated",
+    )
 
 
-def _score(gen: int) -> dict[str, Column]:
-    """The cash the URL's inlinks passed it this generation, added to its score."""
-    passed = F.col("_cash").isNotNull()
-    return {
-        "score": F.when(
-            passed, F.coalesce(F.col("old_score"), F.lit(0.0)) + F.col("_cash")
-        ).otherwise(F.col("old_score")),
-        "score_gen": F.when(passed, F.lit(gen)).otherwise(F.col("old_score_gen")),
-    }
-
-
-def score_updates(cash: DataFrame, fetched: DataFrame, gen: int) -> DataFrame:
+def score_updates(gen: int, cash: str = "{cash}", fetches: str = "{fetches}") -> str:
     """Rows that add a generation's cash to known URLs it did not fetch: url_key, score = the
     cash, score_gen = gen, every other column null (status null tells them from
     :func:`crawldb_updates` rows in the MERGE: :func:`crawldb_merge_clauses`).
-
-    In: cash (dst_key, cash); fetched (url_key of the URLs fetched in gen). Out: CRAWLDB
+    In: cash (dst_key, cash); fetches (url_key of the URLs fetched in gen). Out: CRAWLDB
     columns."""
-    rows = cash.select(F.col("dst_key").alias("url_key"), F.col("cash").alias("score"))
-    given = {"score_gen": F.lit(gen)}
-    blank = {f.name: F.lit(None) for f in CRAWLDB.fields if f.name not in ("url_key", "score")}
-    return rows.join(fetched.select("url_key"), "url_key", "left_anti").select(
-        *columns_of(CRAWLDB, **{**blank, **given})
+    blank = {f.name: "NULL" for f in CRAWLDB.fields if f.name not in ("url_key", "score")}
+    given = {**blank, "url_key": "c.dst_key", "score": "c.cash", "score_gen": lit(gen)}
+    return (
+        f"SELECT {select_list(CRAWLDB, **given)} FROM {cash} c LEFT ANTI JOIN "
+        f"(SELECT url_key FROM {fetches}) f ON c.dst_key = f.url_key"
     )
 
 
 def crawldb_merge_clauses(gen: int) -> dict[str, Any]:
     """The MERGE of :func:`crawldb_updates` and :func:`score_updates` rows (``s``) into
-    crawldb (``t``), as keyword arguments of ``crawllib.store.tables.merge``: a fetched URL's row
+    crawldb (``t``), as keyword arguments of crawllib.store.db.Db.merge: a fetched URL's row
     replaces crawldb's (:func:`crawldb_update_guard`) and is inserted when new; a score row
     adds its cash to a known URL whose score has not had gen's yet (score_gen), and is never
     inserted (a URL crawldb does not know is in the next frontier, with its cash)."""
@@ -429,21 +325,21 @@ def crawldb_merge_clauses(gen: int) -> dict[str, Any]:
 VISIT_COUNTS = ("new", "revisited", "changed", "unchanged", "not_modified")
 
 
-def visit_counts(gen: int) -> list[Column]:
-    """Aggregates named VISIT_COUNTS: the visits of generation ``gen`` that reached their page,
-    told from crawldb after update's MERGE (so a rerun counts the same). Over crawldb rows of
-    the URLs fetched in gen, with ``_visited`` (their fetch reached the page: ok or
-    not_modified) and ``_not_modified`` (it was a 304)."""
-    visited = (F.col("last_gen") == gen) & F.col("_visited")
-    revisit = (F.col("visits_changed") + F.col("visits_unchanged")) > 0
-    this_visit_changed = F.col("changed_at") == F.col("fetched_at")
-    return [
-        F.count_if(visited & ~revisit).alias("new"),
-        F.count_if(visited & revisit).alias("revisited"),
-        F.count_if(visited & revisit & this_visit_changed).alias("changed"),
-        F.count_if(visited & revisit & ~this_visit_changed).alias("unchanged"),
-        F.count_if(visited & F.col("_not_modified")).alias("not_modified"),
-    ]
+def visit_counts(gen: int) -> str:
+    """Aggregates (an SQL select list) named VISIT_COUNTS: the visits of generation ``gen``
+    that reached their page, told from crawldb after update's MERGE (so a rerun counts the
+    same). Over crawldb rows of the URLs fetched in gen, with ``_visited`` (their fetch reached
+    the page: ok or not_modified) and ``_not_modified`` (it was a 304)."""
+    visited = f"(last_gen = {gen} AND _visited)"
+    revisit = "((visits_changed + visits_unchanged) > 0)"
+    this_visit_changed = "(changed_at = fetched_at)"
+    return (
+        f"count_if({visited} AND NOT {revisit}) AS new, "
+        f"count_if({visited} AND {revisit}) AS revisited, "
+        f"count_if({visited} AND {revisit} AND {this_visit_changed}) AS changed, "
+        f"count_if({visited} AND {revisit} AND NOT {this_visit_changed}) AS unchanged, "
+        f"count_if({visited} AND _not_modified) AS not_modified"
+    )
 
 
 def crawldb_update_guard(gen: int) -> str:
@@ -458,112 +354,107 @@ def crawldb_update_guard(gen: int) -> str:
 
 
 def redirect_frontier(
-    fetches: DataFrame, crawldb: DataFrame, gen: int, max_redirects: int = 5
-) -> DataFrame:
+    gen: int, max_redirects: int = 5, fetches: str = "{fetches}", crawldb: str = "{crawldb}"
+) -> str:
     """Frontier rows of gen + 1 for redirect targets not yet in crawldb, and for known ones at
     a greater depth than the redirecting URL's (an offer: crawllib.transforms.depth).
 
     In: fetches rows of gen (url_key, url, depth, outcome, redirect_to, fetched_at); crawldb
-    (url_key, score, depth). Out: FRONTIER columns, reason "redirect", depth of the redirecting URL,
-    one row per target (the shallowest source, then the smallest source URL), score the
-    highest of its sources' (a redirect passes all of a URL's priority), redirects = the
-    source's + 1 (targets past ``max_redirects``, fetch.max_redirects, are not queued: the
+    (url_key, score, depth, redirects). Out: FRONTIER columns, reason "redirect", depth of the
+    redirecting URL, one row per target (the shallowest source, then the smallest source URL),
+    score the highest of its sources' (a redirect passes all of a URL's priority), redirects =
+    the source's + 1 (targets past ``max_redirects``, fetch.max_redirects, are not queued: the
     chain ends there, and update records why); discovered_at is the fetch time, so a rerun
-    writes the same rows.
-    """
-    redirects = fetches.filter(
-        (F.col("outcome") == Outcome.REDIRECT) & F.col("redirect_to").isNotNull()
+    writes the same rows."""
+    redirects = (
+        f"SELECT * FROM {fetches} WHERE outcome = {lit(Outcome.REDIRECT)} AND redirect_to IS "
+        "NOT NULL"
     )
-    scores = rows_of(crawldb, redirects).select(
-        "url_key",
-        F.col("score").alias("_score"),
-        (F.coalesce(F.col("redirects"), F.lit(0)) + 1).alias("_hops"),
+    scores = (
+        "SELECT url_key, max(score) AS _score, max(coalesce(redirects, 0) + 1) AS _hops "
+        f"FROM ({rows_of(crawldb, f'({redirects})')}) GROUP BY url_key"
     )
     targets = (
-        redirects.join(scores, on="url_key", how="left")
-        .select(
-            _redirect_target_udf(F.col("redirect_to")).alias("target"),
-            F.col("url").alias("source_url"),
-            "depth",
-            F.col("fetched_at").alias("discovered_at"),
-            "_score",
-            F.coalesce(F.col("_hops"), F.lit(1)).alias("_hops"),
-        )
-        .filter(F.col("target").isNotNull() & (F.col("_hops") <= max_redirects))
-        .select("target.*", "source_url", "depth", "discovered_at", "_score", "_hops")
+        "SELECT target.url AS url, target.url_key AS url_key, target.host AS host, "
+        "target.domain AS domain, source_url, depth, discovered_at, _score, _hops FROM ("
+        "SELECT crawl_redirect_target(r.redirect_to) AS target, r.url AS source_url, r.depth, "
+        "r.fetched_at AS discovered_at, s._score, coalesce(s._hops, 1) AS _hops "
+        f"FROM ({redirects}) r LEFT JOIN ({scores}) s ON r.url_key = s.url_key) "
+        f"WHERE target IS NOT NULL AND _hops <= {max_redirects}"
     )
-    new = unknown_or_shallower(targets, crawldb, "url_key", F.col("depth"))
-    first = F.min(F.struct("depth", "source_url", "discovered_at", "url", "host", "domain"))
-    return (
-        new.groupBy("url_key")
-        .agg(
-            first.alias("first"),
-            F.max("_score").alias("score"),
-            F.min("_hops").alias("redirects"),
-        )
-        .select("url_key", "first.*", "score", "redirects")
-        .select(*columns_of(FRONTIER, gen=F.lit(gen + 1), reason=F.lit(FrontierReason.REDIRECT)))
+    new = unknown_or_shallower(f"({targets})", crawldb, "url_key", "_x.depth")
+    first = "min(struct(depth, source_url, discovered_at, url, host, domain))"
+    grouped = (
+        f"SELECT url_key, {first} AS first, max(_score) AS score, min(_hops) AS redirects "
+        f"FROM ({new}) GROUP BY url_key"
     )
+    given = {
+        "gen": lit(gen + 1),
+        "url": "first.url",
+        "host": "first.host",
+        "domain": "first.domain",
+        "depth": "first.depth",
+        "source_url": "first.source_url",
+        "reason": lit(FrontierReason.REDIRECT),
+        "discovered_at": "first.discovered_at",
+    }
+    return f"SELECT {select_list(FRONTIER, **given)} FROM ({grouped})"
 
 
-def followed_frontier(fetches: DataFrame, frontier: DataFrame, gen: int) -> DataFrame:
+def followed_frontier(gen: int, fetches: str = "{fetches}", frontier: str = "{frontier}") -> str:
     """Frontier rows of ``gen`` for the URLs the fetch followed in its task, as if plan had
     taken them from the frontier: reason "link", the page that linked them as source_url, its
     depth + 1, discovered_at = fetch time; only those the frontier of gen does not hold yet, so
     appending them again changes nothing.
 
     In: fetches rows of gen (url_key, url, host, depth, fetched_at, source_url); frontier rows
-    (gen, url_key). Out: FRONTIER columns, score null (update adds the cash of their links
-    to their crawldb rows).
-    """
-    followed = fetches.where(F.col("source_url").isNotNull()).dropDuplicates(["url_key"])
-    rows = followed.select(
-        *columns_of(
-            FRONTIER,
-            gen=F.lit(gen),
-            domain=_domain_udf(F.col("host")),
-            reason=F.lit(FrontierReason.LINK),
-            discovered_at=F.col("fetched_at"),
-            score=F.lit(None),
-            redirects=F.lit(None),
-        )
+    (gen, url_key). Out: FRONTIER columns, score null (update adds the cash of their links to
+    their crawldb rows)."""
+    followed = (
+        "SELECT * EXCEPT (_n) FROM (SELECT *, row_number() OVER (PARTITION BY url_key ORDER BY "
+        f"fetched_at, source_url) AS _n FROM {fetches} WHERE source_url IS NOT NULL) "
+        "WHERE _n = 1"
     )
-    held = frontier.where(F.col("gen") == gen).select("url_key")
-    return rows.join(held, on="url_key", how="left_anti")
+    given = {
+        "gen": lit(gen),
+        "domain": "crawl_domain(f.host)",
+        "reason": lit(FrontierReason.LINK),
+        "discovered_at": "f.fetched_at",
+        "score": "NULL",
+        "redirects": "NULL",
+        **{n: f"f.`{n}`" for n in ("url", "url_key", "host", "depth", "source_url")},
+    }
+    return (
+        f"SELECT {select_list(FRONTIER, **given)} FROM ({followed}) f LEFT ANTI JOIN "
+        f"(SELECT url_key FROM {frontier} WHERE gen = {gen}) h ON f.url_key = h.url_key"
+    )
 
 
-def sitemap_hints(sitemaps: DataFrame, cfg: Config) -> DataFrame:
+def sitemap_hints(cfg: Config, sitemaps: str = "{sitemaps}") -> str:
     """What the sitemaps of a generation say of each URL they list, as crawldb-shaped rows for
     :data:`SITEMAP_HINTS_UPDATE`: next_fetch_at = its ``lastmod`` (the latest, if several list
-    it), fetch_interval = its ``changefreq`` as seconds (crawllib.content.sitemaps.changefreq_seconds,
-    within the recrawl bounds; the shortest), the other columns null.
-
-    In: sitemaps rows (entries). Out: CRAWLDB columns, one row per url_key with a hint.
-    """
-    words = ("always", "hourly", "daily", "weekly", "monthly", "yearly")
+    it), fetch_interval = its ``changefreq`` as seconds (crawllib.content.sitemaps.
+    changefreq_seconds, within the recrawl bounds; the shortest), the other columns null.
+    In: sitemaps rows (entries). Out: CRAWLDB columns, one row per url_key with a hint."""
+    freqs = ("always", "hourly", "daily", "weekly", "monthly", "yearly")
     low, high = cfg.recrawl.min_interval_hours * HOUR, cfg.recrawl.max_interval_hours * HOUR
-    seconds = F.lit(None).cast("double")
-    for word in reversed(words):
-        hint = min(max(changefreq_seconds(word) or high, low), high)
-        seconds = F.when(F.lower(F.col("e.changefreq")) == word, F.lit(hint)).otherwise(seconds)
+    arms = " ".join(
+        f"WHEN lower(e.changefreq) = {lit(word)} THEN "
+        f"{lit(float(min(max(changefreq_seconds(word) or high, low), high)))}"
+        for word in freqs
+    )
     hints = (
-        sitemaps.select(F.explode("entries").alias("e"))
-        .select(
-            F.col("e.url_key").alias("url_key"),
-            F.timestamp_seconds(F.col("e.lastmod")).alias("lastmod"),
-            seconds.alias("interval"),
-        )
-        .where(F.col("lastmod").isNotNull() | F.col("interval").isNotNull())
-        .groupBy("url_key")
-        .agg(F.max("lastmod").alias("lastmod"), F.min("interval").alias("interval"))
+        "SELECT e.url_key AS url_key, timestamp_seconds(e.lastmod) AS lastmod, "
+        f"CAST(CASE {arms} END AS double) AS interval FROM (SELECT explode(entries) AS e "
+        f"FROM {sitemaps})"
     )
-    blank = {f.name: F.lit(None) for f in CRAWLDB.fields if f.name != "url_key"}
-    return hints.select(
-        *columns_of(
-            CRAWLDB,
-            **{**blank, "next_fetch_at": F.col("lastmod"), "fetch_interval": F.col("interval")},
-        )
+    grouped = (
+        "SELECT url_key, max(lastmod) AS lastmod, min(interval) AS interval FROM "
+        f"({hints}) WHERE lastmod IS NOT NULL OR interval IS NOT NULL GROUP BY url_key"
     )
+    blank = {f.name: "NULL" for f in CRAWLDB.fields if f.name != "url_key"}
+    given = {**blank, "next_fetch_at": "lastmod", "fetch_interval": "interval"}
+    return f"SELECT {select_list(CRAWLDB, **given)} FROM ({grouped})"
 
 
 # MERGE of :func:`sitemap_hints` (``s``) into crawldb (``t``), for pages with a stored version:
@@ -580,8 +471,8 @@ SITEMAP_HINTS_GUARD = (
 )
 SITEMAP_HINTS_UPDATE = {
     "next_fetch_at": (
-        f"least(CASE WHEN {_HINTED} THEN t.fetched_at + make_interval(0, 0, 0, 0, 0, 0, "
-        "s.fetch_interval) ELSE t.next_fetch_at END, "
+        f"least(CASE WHEN {_HINTED} THEN timestamp_seconds(unix_micros(t.fetched_at) / 1000000 "
+        "+ s.fetch_interval) ELSE t.next_fetch_at END, "
         f"CASE WHEN {_CHANGED_SINCE} THEN s.next_fetch_at END)"
     ),
     "fetch_interval": f"CASE WHEN {_HINTED} THEN s.fetch_interval ELSE t.fetch_interval END",

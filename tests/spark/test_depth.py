@@ -11,7 +11,7 @@ from crawllib.core.urls import host_of, registered_domain, url_key
 from crawllib.stages import plan as plan_stage
 from crawllib.stages.base import StageRun
 from crawllib.store import tables
-from crawllib.store.schemas import CRAWLDB, FETCHES, FRONTIER, LINKS
+from crawllib.store.spark_schemas import CRAWLDB, FETCHES, FRONTIER, LINKS
 
 MAX_DEPTH = 3
 A, P, Q, F_, G, R, S, N = (

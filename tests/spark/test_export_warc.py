@@ -17,7 +17,7 @@ from crawllib.content import warc
 from crawllib.core import urls
 from crawllib.stages import export
 from crawllib.store import lease, tables
-from crawllib.store.schemas import FETCHES, PAGES
+from crawllib.store.spark_schemas import FETCHES, PAGES
 from tests.spark.test_platform import crawl
 
 UTC = dt.UTC

@@ -11,7 +11,7 @@ from aiohttp import web
 from pyspark.sql import functions as F
 
 from crawllib.config import replace
-from crawllib.store.schemas import HOSTS
+from crawllib.store.spark_schemas import HOSTS
 from crawllib.transforms.fetch_inputs import (
     ENGINE_ROBOTS,
     engine_hosts,

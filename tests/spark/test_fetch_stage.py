@@ -18,7 +18,7 @@ from crawllib.core.vocab import Stage, StageState
 from crawllib.stages import fetch
 from crawllib.stages.base import StageRun
 from crawllib.store import generations, tables
-from crawllib.store.schemas import FETCHES
+from crawllib.store.spark_schemas import FETCHES
 from crawllib.testweb import WebSpec, serve_in_thread
 from crawllib.testweb.site import REGULAR_ROBOTS
 from crawllib.transforms.plan import with_slice, with_slot

@@ -11,7 +11,7 @@ from crawllib.stages.base import StageRun
 from crawllib.stages.fetch import keys_carried
 from crawllib.stages.plan import PlanResult
 from crawllib.store import generations
-from crawllib.store.schemas import FETCHLIST
+from crawllib.store.spark_schemas import FETCHLIST
 from crawllib.transforms.fetch_inputs import follow_inputs, with_known_keys
 
 

@@ -17,7 +17,7 @@ from crawllib.core.errors import TableChanged
 from crawllib.runs import runner
 from crawllib.stages.seeding import seed
 from crawllib.store import generations, integrity, lease, maintain, tables
-from crawllib.store.schemas import TABLES
+from crawllib.store.spark_schemas import TABLES
 
 
 def history(spark, root, name) -> list[tuple[int, str, str | None]]:

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from crawllib.config import replace
 from crawllib.core.errors import LeaseLost, LeaseNotHeld
 from crawllib.store import lease, tables
-from crawllib.store.schemas import TABLES
+from crawllib.store.spark_schemas import TABLES
 from crawllib.testweb.stores import Breakable
 
 

@@ -19,7 +19,7 @@ from crawllib import cli
 from crawllib.config import replace
 from crawllib.core.errors import TableBehind
 from crawllib.store import generations, lease, maintain, tables
-from crawllib.store.schemas import CRAWLDB, FRONTIER
+from crawllib.store.spark_schemas import CRAWLDB, FRONTIER
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
 MIN_FILES = 2  # fewer commits to make than with the default, 4

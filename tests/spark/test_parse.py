@@ -18,7 +18,7 @@ from crawllib.stages import pages as pages_stage
 from crawllib.stages import update as update_stage
 from crawllib.stages.base import StageRun
 from crawllib.store import generations, integrity, lease, tables
-from crawllib.store.schemas import CRAWLDB, EXTRACTED, EXTRACTED_TEXT, FETCHES, PAGES, TEXTS
+from crawllib.store.spark_schemas import CRAWLDB, EXTRACTED, EXTRACTED_TEXT, FETCHES, PAGES, TEXTS
 from crawllib.testweb.content import article_html, paragraph
 from crawllib.transforms.parse import (
     MARK_COLUMNS,

@@ -18,7 +18,7 @@ from crawllib.stages import plan as plan_stage
 from crawllib.stages.base import StageRun
 from crawllib.stages.seeding import seed
 from crawllib.store import generations, tables
-from crawllib.store.schemas import CRAWLDB, FRONTIER
+from crawllib.store.spark_schemas import CRAWLDB, FRONTIER
 from crawllib.transforms import exclusions
 from crawllib.transforms.plan import (
     PlanInputs,
@@ -522,7 +522,7 @@ def test_has_work_ignores_frontier_urls_plan_would_only_filter(
 def hosts_rows(spark, rows, **same):
     """hosts rows: (slot, not_before, not_before_reason, crawl_delay) and the columns ``same``
     gives every row, the rest empty."""
-    from crawllib.store.schemas import HOSTS
+    from crawllib.store.spark_schemas import HOSTS
 
     full = [
         {**{f.name: None for f in HOSTS.fields}, "slot": slot, "not_before": nb,

@@ -14,7 +14,7 @@ from pyspark.sql.types import StructType
 
 from crawllib.cli import main
 from crawllib.store import lease, tables
-from crawllib.store.schemas import CRAWLDB, TABLES
+from crawllib.store.spark_schemas import CRAWLDB, TABLES
 from tests.conftest import test_config_overrides
 
 SEEDS = (

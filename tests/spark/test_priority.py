@@ -12,7 +12,7 @@ from crawllib.config import replace
 from crawllib.stages import update
 from crawllib.stages.base import StageRun
 from crawllib.store import tables
-from crawllib.store.schemas import CRAWLDB, FETCHES, FRONTIER, LINKS, TEXTS
+from crawllib.store.spark_schemas import CRAWLDB, FETCHES, FRONTIER, LINKS, TEXTS
 from crawllib.transforms.parse import next_frontier
 from crawllib.transforms.plan import count_decisions, plan_decisions
 from crawllib.transforms.priority import link_cash

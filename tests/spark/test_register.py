@@ -19,7 +19,7 @@ from crawllib.config import config_toml, replace
 from crawllib.core.vocab import LATER_TABLES, TABLE_NAMES
 from crawllib.sql.views import VIEWS
 from crawllib.store import lease, tables
-from crawllib.store.schemas import CRAWLDB
+from crawllib.store.spark_schemas import CRAWLDB
 
 DATABASE = "crawl_test"
 URLS = 5

@@ -22,7 +22,7 @@ from crawllib.core.vocab import TABLE_NAMES
 from crawllib.runs import runner
 from crawllib.sql import duckdb_engine
 from crawllib.store import lease
-from crawllib.store.schemas import TABLES
+from crawllib.store.spark_schemas import TABLES
 from crawllib.testweb import WebSpec, serve_in_thread
 
 pytestmark = pytest.mark.skipif(not duckdb_engine.available(), reason="the sql extra is missing")

@@ -13,7 +13,7 @@ import sys
 from crawllib.config import replace
 from crawllib.runs import status, status_spark
 from crawllib.store import generations, tables
-from crawllib.store.schemas import CRAWLDB
+from crawllib.store.spark_schemas import CRAWLDB
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
 NOW = "2026-01-02T12:00:00Z"

@@ -14,7 +14,7 @@ from crawllib.core.urls import url_key
 from crawllib.stages import update
 from crawllib.stages.base import StageRun
 from crawllib.store import tables
-from crawllib.store.schemas import CRAWLDB, FETCHES, FRONTIER, SITEMAPS, TEXTS
+from crawllib.store.spark_schemas import CRAWLDB, FETCHES, FRONTIER, SITEMAPS, TEXTS
 from crawllib.transforms.update import (
     crawldb_updates,
     redirect_frontier,

@@ -48,7 +48,7 @@ from crawllib.core.vocab import BLOCKED_KINDS, HOST_DOWN_KINDS, ErrorKind, Outco
 from crawllib.engine import fetch_rows
 from crawllib.engine.client import Fetched
 from crawllib.engine.robots_fetch import REDIRECT_DOWN_KINDS
-from crawllib.store.schemas import (
+from crawllib.store.spark_schemas import (
     EXTRACTED,
     FETCHES,
     FETCHLIST,

@@ -1,0 +1,108 @@
+"""Delta tables through delta-rs (the ``deltalake`` package), without a JVM: where a crawl root's
+tables are for it (a local folder or ``s3://``, with the storage options the Spark engine's
+settings imply), and a table as a stream of Arrow batches DuckDB scans."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from crawllib.config import Config
+from crawllib.core.errors import EngineUnavailable
+
+
+def table_location(root: str, cfg: Config) -> tuple[str, dict[str, str]]:
+    """Where the root's tables are for delta-rs, and its storage options: a local folder, or
+    ``s3://`` (for ``s3a://`` too) with the credentials and endpoint the Spark engine would use
+    (``spark.hadoop.fs.s3a.*`` in ``spark.conf``, else boto3's: environment, profile, instance
+    role)."""
+    if root.startswith("file:"):
+        root = re.sub(r"^file:(//)?", "", root)
+    scheme, sep, rest = root.partition("://")
+    if not sep:
+        return os.path.abspath(os.path.expanduser(root)).rstrip("/"), {}
+    if scheme not in ("s3", "s3a"):
+        raise EngineUnavailable(
+            f"the duckdb engine reads local and S3 crawl roots, not {scheme}://; use --engine spark"
+        )
+    return f"s3://{rest.rstrip('/')}", s3_options(cfg)
+
+
+def s3_options(cfg: Config) -> dict[str, str]:
+    """delta-rs storage options for S3, from the s3a settings in ``spark.conf`` or boto3."""
+    conf = {k: str(v) for k, v in cfg.spark.conf.items()}
+    s3a = "spark.hadoop.fs.s3a."
+    options: dict[str, str] = {}
+    endpoint = conf.get(s3a + "endpoint")
+    if endpoint:
+        options["AWS_ENDPOINT_URL"] = endpoint
+        if endpoint.startswith("http://"):
+            options["AWS_ALLOW_HTTP"] = "true"
+    if conf.get(s3a + "path.style.access", "").lower() == "true":
+        options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "false"
+    if conf.get(s3a + "access.key"):
+        options["AWS_ACCESS_KEY_ID"] = conf[s3a + "access.key"]
+        options["AWS_SECRET_ACCESS_KEY"] = conf.get(s3a + "secret.key", "")
+    else:
+        import boto3
+
+        session = boto3.Session()
+        credentials = session.get_credentials()
+        if credentials is not None:
+            frozen = credentials.get_frozen_credentials()
+            options["AWS_ACCESS_KEY_ID"] = frozen.access_key
+            options["AWS_SECRET_ACCESS_KEY"] = frozen.secret_key
+            if frozen.token:
+                options["AWS_SESSION_TOKEN"] = frozen.token
+        if session.region_name:
+            options["AWS_REGION"] = session.region_name
+    if conf.get(s3a + "endpoint.region"):
+        options["AWS_REGION"] = conf[s3a + "endpoint.region"]
+    return options
+
+
+class DeltaScan:
+    """One Delta table as DuckDB reads it (the Arrow PyCapsule protocol): every scan a fresh
+    delta-rs stream of one version of the table (its current one when the table is opened, or
+    ``version``), deletion vectors applied, of the columns ``wanted`` (None: all), of the rows
+    matching ``predicate`` (DataFusion SQL; partitions are pruned by it). The table is opened
+    once, when DuckDB first asks for its schema, so every scan reads the same version."""
+
+    def __init__(
+        self,
+        uri: str,
+        options: dict[str, str],
+        wanted: frozenset[str] | None,
+        predicate: str | None = None,
+        version: int | None = None,
+    ) -> None:
+        self.uri, self.options, self.wanted = uri, options, wanted
+        self.predicate, self.version = predicate, version
+        self._table: Any = None
+        self._columns: list[str] = []
+        self._schema: Any = None
+
+    def _open(self) -> None:
+        from deltalake import DeltaTable
+
+        self._table = DeltaTable(
+            self.uri, version=self.version, storage_options=self.options or None
+        )
+        names = [field.name for field in self._table.schema().fields]
+        # DuckDB reads no table without a column: count(*) alone reads the first
+        self._columns = [
+            n for n in names if self.wanted is None or n.lower() in self.wanted
+        ] or names[:1]
+        self._schema = self._table.scan(columns=self._columns).schema
+
+    def __arrow_c_schema__(self) -> object:
+        if self._table is None:
+            self._open()
+        return self._schema.__arrow_c_schema__()
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        if self._table is None:
+            self._open()
+        scan = self._table.scan(columns=self._columns, predicate=self.predicate)
+        return scan.__arrow_c_stream__(requested_schema)

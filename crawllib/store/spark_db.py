@@ -1,0 +1,277 @@
+"""The Spark engine: a crawl root's tables through a SparkSession with Delta (clusters:
+spark-submit, EMR, the Airflow DAGs; or a local master). Relations are DataFrames; the rules'
+SQL runs as it is written (``spark.sql`` binds each ``{name}`` to its DataFrame); writes go
+through crawllib.store.tables (the lease, tagged commits, job cancellation)."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+
+from crawllib.config import Config
+from crawllib.core.roots import normalize_root
+from crawllib.store import dialect, hadoopfs, tables
+from crawllib.store.db import Clause, Db, PartitionTask, Rel, table_path
+from crawllib.store.schemas import Struct
+from crawllib.store.spark_schemas import spark_schema
+from crawllib.store.udfs import UDFS
+
+T = TypeVar("T")
+_groups = itertools.count()
+
+
+def _plain_row(row: Any, drop: str | None) -> dict[str, Any]:
+    out = row.asDict(recursive=True)
+    if drop is not None:
+        out.pop(drop, None)
+    return out
+
+
+def register_udfs(spark: SparkSession) -> None:
+    """The rules' Python functions (crawllib.store.udfs) as SQL functions of the session."""
+    for udf in UDFS:
+        spark.udf.register(udf.name, udf.function, udf.spark_result)
+
+
+class SparkDb(Db):
+    """The tables of the crawl at ``root`` through ``spark`` (module docstring)."""
+
+    engine = "spark"
+
+    def __init__(self, spark: SparkSession, root: str, cfg: Config) -> None:
+        self.spark = spark
+        self.root = normalize_root(root)
+        self.cfg = cfg
+        register_udfs(spark)
+
+    # -- the tables --------------------------------------------------------------------------
+
+    def table(
+        self,
+        name: str,
+        where: str | None = None,
+        columns: Sequence[str] | None = None,
+        version: int | None = None,
+    ) -> Rel:
+        if version is None:
+            df = tables.read(self.spark, self.root, name)
+        else:
+            df = tables.read_version(self.spark, self.root, name, version)
+        if where:
+            df = df.where(where)
+        return df.select(*columns) if columns else df
+
+    def exists(self, name: str) -> bool:
+        return tables.exists(self.spark, self.root, name)
+
+    def version_of(self, name: str) -> int:
+        return tables.version_of(self.spark, self.root, name)
+
+    def property_of(self, name: str, key: str) -> str | None:
+        return tables.property_of(self.spark, self.root, name, key) or None
+
+    def set_property(self, name: str, key: str, value: str | None) -> None:
+        tables.set_property(self.spark, self.root, name, key, value)
+
+    def txn_version(self, name: str, app_id: str) -> int | None:
+        return tables.txn_version(self.spark, self.root, name, app_id)
+
+    def commits(self, name: str, after: int) -> dict[int, tuple[str, str | None]]:
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+            self.spark._jsparkSession, table_path(self.root, name)
+        )
+        # to the latest version (an end bound would need a boxed Long, which py4j cannot make)
+        history = delta_log.history().getHistory(
+            after + 1, jvm.scala.Option.empty(), jvm.scala.Option.empty()
+        )
+        out: dict[int, tuple[str, str | None]] = {}
+        for i in range(history.length()):
+            commit = history.apply(i)
+            note = commit.userMetadata()
+            out[int(commit.getVersion())] = (
+                str(commit.operation()),
+                str(note.get()) if note.isDefined() else None,
+            )
+        return out
+
+    def init_tables(self, upgrade: bool = False) -> list[str]:
+        return tables.init_tables(self.spark, self.root, upgrade)
+
+    # -- relations ---------------------------------------------------------------------------
+
+    def sql(self, query: str, **inputs: Rel) -> Rel:
+        # Each input a temp view of its own for the query's analysis (as spark.sql's own
+        # {name} binding does, which would also take a regex's {12,} for a name).
+        names = {key: f"crawl_in_{uuid.uuid4().hex}" for key in inputs}
+        for key, rel in inputs.items():
+            rel.createOrReplaceTempView(names[key])
+        try:
+            return self.spark.sql(dialect.bind(query, names))
+        finally:
+            for name in names.values():
+                self.spark.catalog.dropTempView(name)
+
+    def rows(self, rows: Iterable[Mapping[str, Any]], schema: Struct) -> Rel:
+        names = schema.names
+        values = [tuple(r.get(n) for n in names) for r in rows]
+        return self.spark.createDataFrame(values, spark_schema(schema))
+
+    def keep(self, rel: Rel) -> Rel:
+        return rel.localCheckpoint(eager=True)
+
+    def drop(self, rel: Rel) -> None:
+        rel.unpersist()
+
+    def collect(self, rel: Rel, limit: int | None = None) -> list[dict[str, Any]]:
+        df: DataFrame = rel if limit is None else rel.limit(limit)
+        return [r.asDict(recursive=True) for r in df.collect()]
+
+    def count(self, rel: Rel) -> int:
+        return int(rel.count())
+
+    def is_empty(self, rel: Rel) -> bool:
+        return bool(rel.isEmpty())
+
+    def columns(self, rel: Rel) -> list[str]:
+        return list(rel.columns)
+
+    def map_partitions(
+        self, rel: Rel, task: PartitionTask, schema: Struct, partitions: int, by: str | None = None
+    ) -> Rel:
+        partitions = max(1, partitions)
+        rows = rel.rdd
+        if by is not None:  # the partition is the row's own number: an identity partitioner
+            rows = rows.map(lambda r: (r[by], r)).partitionBy(partitions, lambda k: k).values()
+            drop = by
+        else:
+            rows = rows.repartition(partitions)
+            drop = None
+
+        def run(part: Iterable[Any]) -> Iterator[tuple]:
+            from pyspark import TaskContext
+
+            context = TaskContext.get()
+            dicts = (_plain_row(r, drop) for r in part)
+            if context is None:
+                yield from task(dicts, 0, 0, False)
+            else:
+                yield from task(dicts, context.partitionId(), context.attemptNumber(), True)
+
+        out = self.spark.createDataFrame(
+            rows.mapPartitions(run), spark_schema(schema), verifySchema=False
+        )
+        return out.persist(StorageLevel.DISK_ONLY)
+
+    def parallelism(self) -> int:
+        return int(self.spark.sparkContext.defaultParallelism)
+
+    def read_file(self, uri: str) -> bytes:
+        if hadoopfs.is_uri(uri):
+            return hadoopfs.read_bytes(self.spark, uri)
+        with open(uri, "rb") as fh:
+            return fh.read()
+
+    def is_file(self, uri: str) -> bool:
+        if hadoopfs.is_uri(uri):
+            return hadoopfs.is_file(self.spark, uri)
+        import os
+
+        return os.path.isfile(uri)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def append(
+        self,
+        rel: Rel,
+        name: str,
+        txn: tuple[str, int] | None = None,
+        note: str | None = None,
+    ) -> None:
+        tables.append(rel, self.root, name, txn=txn, note=note)
+
+    def replace_where(self, rel: Rel, name: str, where: str) -> None:
+        tables.replace_where(rel, self.root, name, where)
+
+    def merge(
+        self,
+        rel: Rel,
+        name: str,
+        keys: Sequence[str],
+        update: Mapping[str, str] | None = None,
+        insert: bool = True,
+        update_condition: str | None = None,
+        also: Sequence[Clause] = (),
+        insert_condition: str | None = None,
+        broadcast: bool = False,
+    ) -> None:
+        tables.merge(
+            self.spark,
+            rel,
+            self.root,
+            name,
+            keys=keys,
+            update=update,
+            insert=insert,
+            update_condition=update_condition,
+            also=also,
+            insert_condition=insert_condition,
+            broadcast=broadcast,
+        )
+
+    @contextlib.contextmanager
+    def job_group(self, description: str) -> Iterator[str]:
+        sc = self.spark.sparkContext
+        group = f"crawllib-{next(_groups)}"
+        before = sc.getLocalProperty("spark.jobGroup.id")
+        before_description = sc.getLocalProperty("spark.job.description")
+        sc.setJobGroup(group, description)
+        try:
+            yield group
+        finally:
+            if before is None:
+                sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+                sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+            else:
+                sc.setJobGroup(before, before_description or "")
+
+    def jobs_of(self, group: str) -> tuple[int, int]:
+        tracker = self.spark.sparkContext.statusTracker()
+        jobs = list(tracker.getJobIdsForGroup(group))
+        tasks = 0
+        for job in jobs:
+            info = tracker.getJobInfo(job)
+            for stage in info.stageIds if info is not None else ():
+                stage_info = tracker.getStageInfo(stage)
+                tasks += stage_info.numTasks if stage_info is not None else 0
+        return len(jobs), tasks
+
+    def files_added(self, name: str, after: int, upto: int) -> int:
+        if upto <= after:
+            return 0
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+            self.spark._jsparkSession, table_path(self.root, name)
+        )
+        added = 0
+        changes = log.getChanges(after + 1, False)
+        while changes.hasNext():
+            version_actions = changes.next()
+            if version_actions._1() > upto:
+                break
+            actions = version_actions._2()
+            for i in range(actions.size()):
+                if actions.apply(i).getClass().getSimpleName() == "AddFile":
+                    added += 1
+        return added
+
+    def in_parallel(self, *actions: Callable[[], T]) -> list[T]:
+        return tables.in_parallel(self.spark, *actions)
