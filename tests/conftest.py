@@ -82,15 +82,48 @@ def spark(spark_cfg):
 
 
 @pytest.fixture(scope="session")
-def template_root(spark, spark_cfg, tmp_path_factory):
-    """An initialised, empty crawl root, made once: tests copy it (`new_root`) instead of
-    creating the nine tables each time. Its writer lease is released: a copy is free."""
-    from crawllib.store import lease, tables
+def template_root(spark_cfg, tmp_path_factory):
+    """An initialised, empty crawl root, made once (with the embedded engine: no JVM): tests
+    copy it (`new_root`) instead of creating the tables each time. Its writer lease is
+    released: a copy is free."""
+    from crawllib.store import lease
+    from crawllib.store.embedded import EmbeddedDb
 
     root = str(tmp_path_factory.mktemp("template") / "crawl")
     with lease.hold(root, "pytest template_root", spark_cfg):
-        tables.init_tables(spark, root)
+        db = EmbeddedDb(root, spark_cfg)
+        db.init_tables()
+        db.close()
     return root
+
+
+ENGINES = ("embedded", "spark")
+
+
+def open_db(request, engine: str, root: str, cfg):
+    """The tables at ``root`` on ``engine`` (the session's SparkSession for spark)."""
+    if engine == "spark":
+        from crawllib.store.spark_db import SparkDb
+
+        return SparkDb(request.getfixturevalue("spark"), root, cfg)
+    from crawllib.store.embedded import EmbeddedDb
+
+    return EmbeddedDb(root, cfg)
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request) -> str:
+    """Each engine in turn: a test that takes it runs once on the embedded engine and once on
+    Spark, and must see the same."""
+    return request.param
+
+
+@pytest.fixture
+def db(request, engine, new_root, spark_cfg):
+    """The tables of a fresh crawl root (`new_root`, its lease held) on ``engine``."""
+    opened = open_db(request, engine, new_root, spark_cfg)
+    yield opened
+    opened.close()
 
 
 @pytest.fixture

@@ -6,7 +6,9 @@ Every sub-command takes ``--config FILE`` (repeatable, later files win) and
 is writing) print one clear line and exit 2.
 
 A command that writes holds the crawl root's writer lease (`crawllib.store.lease`) from before its
-SparkSession starts until it ends, so a second writer is refused at once.
+engine starts until it ends, so a second writer is refused at once. The commands that run
+stages take ``--engine auto|embedded|spark`` (crawllib.runs.engines: auto is the embedded
+engine on one machine, Spark on a cluster).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from crawllib.core.vocab import Stage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from crawllib.store.db import Db
 
 log = logging.getLogger("crawllib")
 
@@ -59,6 +63,31 @@ def command(
     return register
 
 
+def _crawl_db(
+    cfg: Config,
+    root: str,
+    engine: str = "auto",
+    writes: bool = False,
+    files: Sequence[str | None] = (),
+    verified: bool = True,
+) -> Db:
+    """The crawl's tables at ROOT on ``engine`` (crawllib.runs.engines), once ROOT is known to
+    be a crawl root (else a clear error). writes: the command will write, so first no table may
+    have lost commits or have commits crawllib did not make (`crawllib.store.integrity`; not
+    ``verified``: `accept-state`, which repairs that), then an older root's tables are brought
+    up to date."""
+    from crawllib.runs.engines import open_db
+    from crawllib.store import integrity
+
+    db = open_db(cfg, root, engine, files)
+    db.require()
+    if writes:
+        if verified:
+            integrity.check_root(db)
+        db.init_tables()
+    return db
+
+
 def _crawl_session(
     cfg: Config,
     root: str,
@@ -66,21 +95,26 @@ def _crawl_session(
     files: Sequence[str | None] = (),
     verified: bool = True,
 ) -> SparkSession:
-    """The SparkSession for ROOT and the ``files`` the command reads or writes (whether S3A is
-    needed), once ROOT is known to be a crawl root (else a clear error). writes: the command
-    will write, so first no table may have lost commits or have commits crawllib did not make
-    (`crawllib.store.integrity`; not ``verified``: `accept-state`, which repairs that), then an older
-    root's tables are brought up to date."""
-    from crawllib.store import integrity, tables
-    from crawllib.store.session import get_spark
+    """A SparkSession for the commands that only Spark runs (export-warc, register, maintain,
+    crawl sql on Spark): `_crawl_db` on Spark."""
+    from crawllib.store.spark_db import SparkDb
 
-    spark = get_spark(cfg, [root, *files])
-    tables.require(spark, root)
-    if writes:
-        if verified:
-            integrity.check_root(spark, root)
-        tables.init_tables(spark, root)
-    return spark
+    db = _crawl_db(cfg, root, "spark", writes, files, verified)
+    assert isinstance(db, SparkDb)
+    return db.spark
+
+
+def _engine_arg(p: argparse.ArgumentParser) -> None:
+    from crawllib.runs.engines import ENGINES
+
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="auto",
+        help="embedded: DuckDB over delta-rs in this process, no JVM; spark: a SparkSession "
+        "(clusters); auto (default): embedded on a local spark.master, spark under "
+        "spark-submit or on a cluster master",
+    )
 
 
 def _root(p: argparse.ArgumentParser) -> None:
@@ -89,6 +123,7 @@ def _root(p: argparse.ArgumentParser) -> None:
 
 def _seed_args(p: argparse.ArgumentParser) -> None:
     _root(p)
+    _engine_arg(p)
     p.add_argument(
         "file",
         help="text file (one URL a line, # comments) or CSV/Parquet with a url column; "
@@ -103,21 +138,26 @@ def _sql_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, help="print at most this many rows")
     p.add_argument(
         "--engine",
-        choices=["auto", "duckdb", "spark"],
+        choices=["auto", "duckdb", "embedded", "spark"],
         default="auto",
-        help="duckdb: DuckDB over delta-rs, no JVM (the sql extra); spark: Spark SQL; auto "
-        "(default): duckdb for a local root when installed, else spark",
+        help="duckdb (or embedded): DuckDB over delta-rs, no JVM; spark: Spark SQL; auto "
+        "(default): duckdb for a local root, else spark",
     )
 
 
-@command("init", "create the crawl tables under ROOT (idempotent)", _root, writes=True)
-def cmd_init(args: argparse.Namespace, cfg: Config) -> int:
-    from crawllib.store import integrity, tables
-    from crawllib.store.session import get_spark
+def _init_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    _engine_arg(p)
 
-    spark = get_spark(cfg, [args.root])
-    integrity.check_root(spark, args.root)  # an existing root's tables are upgraded
-    created = tables.init_tables(spark, args.root, upgrade=True)
+
+@command("init", "create the crawl tables under ROOT (idempotent)", _init_args, writes=True)
+def cmd_init(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib.runs.engines import open_db
+    from crawllib.store import integrity
+
+    db = open_db(cfg, args.root, args.engine)
+    integrity.check_root(db)  # an existing root's tables are upgraded
+    created = db.init_tables(upgrade=True)
     root = normalize_root(args.root)
     if created:
         print(f"initialised crawl root {root}: created {', '.join(created)}")
@@ -131,9 +171,9 @@ def cmd_seed(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib.stages import seeding
     from crawllib.store import generations
 
-    spark = _crawl_session(cfg, args.root, writes=True, files=[args.file])
-    gen = stage_order.next_seed_gen(generations.stage_states(spark, args.root))
-    report = seeding.seed(spark, args.root, args.file, cfg, gen)
+    db = _crawl_db(cfg, args.root, args.engine, writes=True, files=[args.file])
+    gen = stage_order.next_seed_gen(generations.stage_states(db))
+    report = seeding.seed(db, args.file, cfg, gen)
     for r in report.rejected:
         text = r.text if len(r.text) <= 100 else r.text[:100] + f"... ({len(r.text)} chars)"
         print(f"{r.where}: invalid seed {text!r}: {r.reason}", file=sys.stderr)
@@ -150,7 +190,7 @@ def cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib.core.output import WRITERS
     from crawllib.sql import duckdb_engine
 
-    engine = args.engine
+    engine = "duckdb" if args.engine == "embedded" else args.engine
     if engine == "auto":
         local = args.root.startswith("file:") or "://" not in args.root
         engine = "duckdb" if local and duckdb_engine.available() else "spark"
@@ -206,6 +246,7 @@ def _spark_sql(args: argparse.Namespace, cfg: Config) -> int:
 
 def _stage_args(p: argparse.ArgumentParser) -> None:
     _root(p)
+    _engine_arg(p)
     p.add_argument(
         "--gen", type=_gen_arg, required=True, help="generation number, or 'next' (the one due)"
     )
@@ -236,12 +277,12 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _waits_line(spark: SparkSession, args: argparse.Namespace, cfg: Config) -> str:
+def _waits_line(db: Db, args: argparse.Namespace, cfg: Config) -> str:
     """What the URLs not due now wait for (crawllib.runs.runner.describe_waits)."""
     from crawllib.runs import runner
     from crawllib.stages import plan
 
-    waiting = plan.waits(spark, args.root, cfg, args.gen)
+    waiting = plan.waits(db, cfg, args.gen)
     return runner.describe_waits(waiting, plan.clock_now(cfg))
 
 
@@ -254,17 +295,16 @@ def _stage_command(command_name: str) -> Callable[..., int]:
         from crawllib.runs import runner
         from crawllib.store import generations
 
-        spark = _crawl_session(cfg, args.root, writes=True)
-        ledger = generations.read_ledger(spark, args.root)
+        db = _crawl_db(cfg, args.root, args.engine, writes=True)
+        ledger = generations.read_ledger(db)
         if args.gen == "next":
             args.gen = stage_order.due_gen(ledger.states, stage)
         if_work = getattr(args, "if_work", False)
-        if if_work and runner.nothing_left(spark, args.root, cfg, args.gen, ledger.states):
-            print(f"generation {args.gen} plan: nothing planned; {_waits_line(spark, args, cfg)}")
+        if if_work and runner.nothing_left(db, cfg, args.gen, ledger.states):
+            print(f"generation {args.gen} plan: nothing planned; {_waits_line(db, args, cfg)}")
             return 0
         result = runner.run_stage(
-            spark,
-            args.root,
+            db,
             cfg,
             args.gen,
             stage,
@@ -274,7 +314,7 @@ def _stage_command(command_name: str) -> Callable[..., int]:
             reextract=reextract_on_force and args.force,
         )
         if if_work and (args.gen, stage) not in ledger.states:
-            print(f"generation {args.gen} plan: nothing planned; {_waits_line(spark, args, cfg)}")
+            print(f"generation {args.gen} plan: nothing planned; {_waits_line(db, args, cfg)}")
             return 0
         if result is None:
             print(f"generation {args.gen} {stage}: already done; nothing to do (--force reruns it)")
@@ -305,6 +345,7 @@ for _stage, _help in (
 
 def _generation_args(p: argparse.ArgumentParser) -> None:
     _root(p)
+    _engine_arg(p)
     p.add_argument("--gen", type=int, default=None, help="generation (default: the next one due)")
 
 
@@ -312,14 +353,15 @@ def _generation_args(p: argparse.ArgumentParser) -> None:
 def cmd_generation(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib.runs import runner
 
-    spark = _crawl_session(cfg, args.root, writes=True)
-    gen = runner.run_generation(spark, args.root, cfg, args.gen)
+    db = _crawl_db(cfg, args.root, args.engine, writes=True)
+    gen = runner.run_generation(db, cfg, args.gen)
     print(f"generation {gen}: done")
     return 0
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
     _root(p)
+    _engine_arg(p)
     p.add_argument("--seeds", default=None, help="seed file (idempotent: known URLs are skipped)")
     p.add_argument(
         "--generations",
@@ -338,13 +380,16 @@ def _run_args(p: argparse.ArgumentParser) -> None:
 @command("run", "init if needed, seed, then run generations", _run_args, writes=True)
 def cmd_run(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib.runs import runner
-    from crawllib.store.session import get_spark
+    from crawllib.runs.engines import open_db
 
-    spark = get_spark(cfg, [args.root, args.seeds])
+    db = open_db(cfg, args.root, args.engine, [args.seeds])
     idle: list[str] = []
-    ran = runner.run_crawl(
-        spark, args.root, cfg, args.seeds, args.generations, wait=args.wait, on_idle=idle.append
-    )
+    try:
+        ran = runner.run_crawl(
+            db, cfg, args.seeds, args.generations, wait=args.wait, on_idle=idle.append
+        )
+    finally:
+        db.close()
     if ran:
         print(f"ran generation{'s' if len(ran) > 1 else ''} {', '.join(map(str, ran))}")
     elif args.generations is not None and not idle:
@@ -365,18 +410,8 @@ def _status_args(p: argparse.ArgumentParser) -> None:
 def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib.core.output import WRITERS
     from crawllib.runs import status
-    from crawllib.sql import duckdb_engine
 
-    if duckdb_engine.available():  # no JVM: the ledger and crawldb read with delta-rs
-        rows, fresh = status.read_without_spark(args.root, cfg)
-    else:
-        from crawllib.runs import status_spark
-
-        spark = _crawl_session(cfg, args.root)
-        rows = status_spark.status_rows(spark, args.root)
-        fresh = (
-            status_spark.freshness(spark, args.root, cfg) if args.format == "table" else (0, 0, 0)
-        )
+    rows, fresh = status.read_without_spark(args.root, cfg)  # no JVM: read with delta-rs
     WRITERS[args.format](status.COLUMNS, rows, sys.stdout)
     footer = status.freshness_line(*fresh)
     if args.format == "table" and footer:
@@ -426,8 +461,9 @@ def cmd_maintain(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib.core.output import WRITERS
     from crawllib.store import generations, maintain
 
-    spark = _crawl_session(cfg, args.root, writes=not args.dry_run)
-    ledger = generations.read_ledger(spark, args.root)
+    db = _crawl_db(cfg, args.root, "spark", writes=not args.dry_run)
+    spark = db.spark  # type: ignore[attr-defined]
+    ledger = generations.read_ledger(db)
     skipped = maintain.skip_reason(ledger.states, args.every) if args.every else None
     if skipped:
         if args.format == "json":
@@ -442,7 +478,7 @@ def cmd_maintain(args: argparse.Namespace, cfg: Config) -> int:
         if args.format == "table":
             print(maintain.plan_summary(planned))
         return 0
-    done = maintain.maintain(spark, args.root, cfg, ledger)
+    done = maintain.maintain(db, cfg, ledger)  # type: ignore[arg-type]
     WRITERS[args.format](maintain.COLUMNS, [dataclasses.astuple(u) for u in done], sys.stdout)
     if args.format == "table":
         print(maintain.summary(done))
@@ -549,6 +585,7 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--generations", type=int, default=3)
     p.add_argument("--hosts", type=int, default=12, help="regular hosts in the test web")
+    _engine_arg(p)
 
 
 def _check_demo_root(args: argparse.Namespace) -> None:
@@ -570,21 +607,21 @@ def cmd_demo(args: argparse.Namespace, cfg: Config) -> int:
 
     if progress.bars_shown() and not args.verbose:
         logging.getLogger("crawllib").setLevel(logging.WARNING)  # the bars tell the story
-    return run_demo(cfg, args.root, args.generations, args.hosts)
+    return run_demo(cfg, args.root, args.generations, args.hosts, engine=args.engine)
 
 
 @command(
     "accept-state",
     "accept the tables' current versions as the crawl's state (after a lost log file or a "
     "restore stopped a stage); then rerun with --force what is gone",
-    _root,
+    _init_args,
     writes=True,
 )
 def cmd_accept_state(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib.store import integrity
 
-    spark = _crawl_session(cfg, args.root, writes=True, verified=False)
-    versions = integrity.accept_state(spark, args.root)
+    db = _crawl_db(cfg, args.root, args.engine, writes=True, verified=False)
+    versions = integrity.accept_state(db)
     print("accepted table versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     return 0
 

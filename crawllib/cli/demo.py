@@ -18,7 +18,6 @@ from crawllib.config import Config
 from crawllib.core.errors import BadRoot
 from crawllib.core.output import write_table
 from crawllib.runs import runner
-from crawllib.sql.register import register_views
 from crawllib.store.lease import LEASE_NAME
 
 log = logging.getLogger(__name__)
@@ -96,9 +95,15 @@ def _old_demo(root: str) -> bool:
 
 
 def run_demo(
-    cfg: Config, root: str, generations: int = 3, hosts: int = 12, fresh: bool = True
+    cfg: Config,
+    root: str,
+    generations: int = 3,
+    hosts: int = 12,
+    fresh: bool = True,
+    engine: str = "auto",
 ) -> int:
-    from crawllib.store.session import get_spark
+    from crawllib.runs.engines import open_db
+    from crawllib.sql import duckdb_engine
     from crawllib.testweb import WebSpec, serve_in_thread
 
     check_demo_root(root)
@@ -122,20 +127,23 @@ def run_demo(
         with open(seeds, "w", encoding="utf-8") as fh:
             fh.write(SEEDS_LINE + "\n" + "\n".join(web.seeds()) + "\n")
         dcfg = demo_config(cfg, web.resolve)
-        spark = get_spark(dcfg)
-        ran = runner.run_crawl(spark, root, dcfg, seeds, generations)
+        db = open_db(dcfg, root, engine)
+        try:
+            ran = runner.run_crawl(db, dcfg, seeds, generations)
+        finally:
+            db.close()
         requests = len(web.log)
     print(
-        f"\ncrawled generations {ran} in {time.monotonic() - started:.0f}s; {requests} HTTP requests served\n"
+        f"\ncrawled generations {ran} in {time.monotonic() - started:.0f}s ({db.engine} engine); "
+        f"{requests} HTTP requests served\n"
     )
-    register_views(spark, root)
     for title, sql in (
         ("per generation", SUMMARY_SQL),
         ("example query: top hosts by pages", EXAMPLE_SQL),
     ):
         print(title + ":")
-        df = spark.sql(sql)
-        write_table(df.columns, [tuple(r) for r in df.collect()], sys.stdout)
+        columns, rows = duckdb_engine.run_query(root, sql, dcfg)
+        write_table(columns, list(rows), sys.stdout)
         print()
     print("next, try:")
     print(f"  .venv/bin/crawl status {root}")

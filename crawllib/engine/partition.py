@@ -230,7 +230,7 @@ class ResolveTask:
         if not names:
             return
         for r in asyncio.run(resolve_hosts(names, self.cfg, self.now)):
-            yield tuple(r.get(n) for n in RESOLVED.names)  # type: ignore[misc]
+            yield tuple(r.get(n) for n in RESOLVED.names)
 
 
 # An extracted page: PAGE_KEYS and the EXTRACTED fields (crawllib.transforms.parse).

@@ -108,7 +108,7 @@ def connect(cfg: Config) -> duckdb.DuckDBPyConnection:
     for macro in dialect.MACROS:
         con.execute(macro)
     for udf in UDFS:
-        con.create_function(
+        con.create_function(  # type: ignore[call-overload]
             udf.name,
             udf.function,
             [duckdb.sqltype(t) for t in udf.duckdb_args],
@@ -399,16 +399,18 @@ class EmbeddedDb(Db):
 
         schema, partitions = TABLES[name]
         data = self._conformed(rel, schema)
+        common: dict[str, Any] = {
+            "partition_by": partitions or None,
+            "storage_options": self.options or None,
+            "commit_properties": props,
+        }
         with self._committing():
-            write_deltalake(
-                self._uri(name),
-                data,
-                mode=mode,  # type: ignore[arg-type]
-                predicate=predicate,
-                partition_by=partitions or None,
-                storage_options=self.options or None,
-                commit_properties=props,
-            )
+            if mode == "overwrite":
+                write_deltalake(
+                    self._uri(name), data, mode="overwrite", predicate=predicate, **common
+                )
+            else:
+                write_deltalake(self._uri(name), data, mode="append", **common)
         if name == LEDGER:
             lease.record_ledger(self.root, self.version_of(LEDGER))
 

@@ -44,6 +44,7 @@ from crawllib.core.errors import ConfigError
 from crawllib.core.stage_order import States
 from crawllib.store import generations, integrity, tables
 from crawllib.store.generations import Ledger
+from crawllib.store.spark_db import SparkDb
 from crawllib.store.spark_schemas import TABLES
 
 log = logging.getLogger(__name__)
@@ -103,20 +104,21 @@ def skip_reason(states: States, every: int) -> str | None:
 
 
 def maintain(
-    spark: SparkSession,
-    root: str,
+    db: SparkDb,
     cfg: Config,
     ledger: Ledger | None = None,
     names: Sequence[str] = tuple(TABLES),
 ) -> list[TableUpkeep]:
-    """Compact, vacuum and checkpoint the tables ``names`` (all by default), in order.
+    """Compact, vacuum and checkpoint the tables ``names`` (all by default), in order, with
+    Spark (``db``).
 
     ConfigError before anything when ``maintain.vacuum_hours`` is too short for Delta's check;
     TableBehind when a table lost commits the generations table (``ledger``) recorded.
     """
+    spark, root = db.spark, db.root
     check_retention(spark, cfg.maintain.vacuum_hours)
-    ledger = ledger or generations.read_ledger(spark, root)
-    integrity.verify(spark, root, ledger.versions, ledger.recorded_by)
+    ledger = ledger or generations.read_ledger(db)
+    integrity.verify(db, ledger.versions, ledger.recorded_by)
     done = []
     for i, name in enumerate(names, 1):
         upkeep = maintain_table(spark, root, name, cfg)
