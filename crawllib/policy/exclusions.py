@@ -14,16 +14,21 @@ starting with ``#`` are skipped. Every rule names its kind:
   host gains its "/", so ``http://a.com`` does not match ``http://a.com.evil.net/``); a query
   part is kept as written. ``prefix:http://a.com/x`` matches ``http://a.com/x/y`` and
   ``http://a.com/xy``.
-- ``regex:PATTERN``: searched anywhere in the normalised URL (Python ``re.search``, Spark
-  ``rlike``: Java's ``find``). Write patterns in the syntax both share; a pattern Python cannot
-  compile, or with a Python-only construct (``(?P<name>``, ``(?P=name)``, ``(?#...)``,
-  ``(?(1)...)``, the flags ``a`` and ``L``, ``{,n}``, an unescaped literal ``{``, nested or
-  operator classes Python warns about) is refused. Java-only syntax such as ``\\p{L}`` does
-  not compile in Python and is refused too.
+- ``regex:PATTERN``: searched anywhere in the normalised URL (Python ``re.search``; Spark
+  ``rlike``: Java's ``find``; the embedded engine: DuckDB's RE2). Write patterns in the syntax
+  all three share; a pattern Python cannot compile, or with a Python-only construct
+  (``(?P<name>``, ``(?P=name)``, ``(?#...)``, ``(?(1)...)``, the flags ``a`` and ``L``,
+  ``{,n}``, an unescaped literal ``{``, nested or operator classes Python warns about) is
+  refused. Java-only syntax such as ``\\p{L}`` does not compile in Python and is refused too.
+  So is what RE2 lacks (the embedded engine's plan would fail on it): lookahead and
+  lookbehind (``(?=``, ``(?!``, ``(?<=``, ``(?<!``), atomic groups ``(?>``, possessive
+  quantifiers (``*+``, ``++``, ``?+``, ``{n}+``), backreferences ``\\1`` to ``\\9``, and
+  ``\\Z``.
 
-:meth:`Exclusions.matches` (Python, the in-fetch follower) and ``crawllib.transforms.exclusions.column``
-(Spark built-ins, plan) decide alike; a test keeps them in step. This module imports neither
-pyspark nor the configuration (its types only).
+:meth:`Exclusions.matches` (Python, the in-fetch follower) and
+``crawllib.transforms.exclusions.matches_sql`` (SQL built-ins, plan on either engine) decide
+alike; a test keeps them in step. This module imports neither pyspark nor the configuration
+(its types only).
 """
 
 from __future__ import annotations
@@ -42,7 +47,8 @@ from crawllib.core.urls import InvalidURL, host_of, normalize_url, registered_do
 if TYPE_CHECKING:
     from crawllib.config import Config
 
-# (file, text) of each file at a URI that is not local: crawllib.transforms.exclusions reads with Spark.
+# (file, text) of each file at a URI that is not local: crawllib.transforms.exclusions reads
+# it with the engine (crawllib.store.db.Db.read_file).
 RemoteReader = Callable[[str], list[tuple[str, str]]]
 
 KINDS = ("domain", "host", "prefix", "regex")
@@ -207,6 +213,12 @@ def _pattern(text: str) -> str:
     problem = _python_only(text)
     if problem:
         raise ValueError(f"{problem} (write regexes Python and Java read alike)")
+    problem = _not_re2(text)
+    if problem:
+        raise ValueError(
+            f"{problem}: the embedded engine matches with RE2 (DuckDB), which has none "
+            "(write regexes Python, Java and RE2 read alike)"
+        )
     return text
 
 
@@ -238,6 +250,44 @@ def _python_only(pattern: str) -> str | None:
     return None
 
 
+def _not_re2(pattern: str) -> str | None:
+    """The first construct of a compiled pattern that RE2 refuses (DuckDB's regexes: the
+    embedded engine's plan would fail on it), or None."""
+    i = pattern.find("\\")
+    while i >= 0:  # in a character class too, where Python reads \1 as an octal escape
+        escaped = pattern[i + 1 : i + 2]
+        if escaped and escaped in "123456789":
+            return f"a backreference or octal escape (\\{escaped})"
+        if escaped == "Z":
+            return "\\Z (write $: a normalised URL has no line break)"
+        i = pattern.find("\\", i + 2)
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == "[":
+            i = _class_end(pattern, i)
+            continue
+        if pattern.startswith(("(?=", "(?!", "(?<=", "(?<!"), i):
+            return "lookahead or lookbehind ((?=, (?!, (?<=, (?<!)"
+        if pattern.startswith("(?>", i):
+            return "an atomic group ((?>...))"
+        if pattern.startswith("(?", i):
+            i += 2  # a group's "?" is no quantifier
+            continue
+        counted = _QUANTIFIER.match(pattern, i)
+        end = counted.end() if counted else i + 1 if char in "*+?" else None
+        if end is None:
+            i += 1
+            continue
+        if pattern.startswith("+", end):
+            return f"a possessive quantifier ({pattern[i:end]}+)"
+        i = end + 1 if pattern.startswith("?", end) else end  # a lazy quantifier's "?"
+    return None
+
+
 def _class_end(pattern: str, start: int) -> int:
     """Index after the character class opened at ``start`` (Python's reading: a ']' first in
     the class is literal)."""
@@ -260,8 +310,8 @@ def load(cfg: Config, read_remote: RemoteReader | None = None) -> Exclusions:
     """The crawl's exclusions: ``crawl.exclude`` and the lines of ``crawl.exclude_file``.
 
     In: the config; what reads an exclude_file that is not local (a path without a scheme, or
-    file:, is read with open(); crawllib.transforms.exclusions.load reads any other URI with Spark, on the
-    driver). Out: the Exclusions. Raises ConfigError when the file cannot be read or
+    file:, is read with open(); crawllib.transforms.exclusions.load reads any other URI with
+    the engine, once). Out: the Exclusions. Raises ConfigError when the file cannot be read or
     holds a bad rule (naming the file and line).
     """
     try:

@@ -293,7 +293,7 @@ def _addresses(run: StageRun, frontier: Rel, crawldb: Rel, as_of: float) -> Rel 
         return None
     db = run.db
     missing = db.sql(
-        "SELECT c.host FROM ({hosts}) c LEFT ANTI JOIN (SELECT host FROM {dns} WHERE "
+        "SELECT c.host FROM {hosts} c LEFT ANTI JOIN (SELECT host FROM {dns} WHERE "
         "expires_at > current_timestamp()) f ON c.host = f.host",
         hosts=db.sql(candidate_hosts(run.gen, as_of), frontier=frontier, crawldb=crawldb),
         dns=db.table("dns"),

@@ -12,6 +12,7 @@ import dataclasses
 import io
 import logging
 import os
+import re
 from collections.abc import Iterable, Iterator
 from urllib.parse import urlsplit
 
@@ -89,9 +90,9 @@ def _table_files(db: Db, path: str) -> list[tuple[str, bytes]]:
     files), in name order."""
     if db.is_file(path):
         return [(path, db.read_file(path))]
-    if os.path.isdir(path):
-        names = sorted(n for n in os.listdir(path) if not n.startswith(("_", ".")))
-        return [(n, db.read_file(os.path.join(path, n))) for n in names]
+    if not _is_uri(path) and os.path.isdir(_local(path)):
+        names = sorted(n for n in os.listdir(_local(path)) if not n.startswith(("_", ".")))
+        return [(n, db.read_file(os.path.join(_local(path), n))) for n in names]
     folder = folder_at(path, db.cfg)
     names = sorted(n for n in folder.sizes() if not n.startswith(("_", ".")))
     return [(n, folder.read(n) or b"") for n in names]
@@ -127,12 +128,17 @@ def is_text_file(db: Db, path: str) -> bool:
 
 def exists(db: Db, path: str) -> bool:
     if not _is_uri(path):
-        return os.path.exists(path)
+        return os.path.exists(_local(path))
     return db.is_file(path) or bool(folder_at(path, db.cfg).sizes())
 
 
 def _is_uri(path: str) -> bool:
     return "://" in path and not path.startswith("file:")
+
+
+def _local(path: str) -> str:
+    """A local path, given as such or as a ``file:`` URI."""
+    return re.sub(r"^file:(//)?", "", path)
 
 
 def seed(db: Db, path: str, cfg: Config, gen: int) -> SeedReport:

@@ -76,9 +76,12 @@ class DeltaScan:
         wanted: frozenset[str] | None,
         predicate: str | None = None,
         version: int | None = None,
+        cache_bytes: int = 0,
     ) -> None:
         self.uri, self.options, self.wanted = uri, options, wanted
         self.predicate, self.version = predicate, version
+        self.cache_bytes = cache_bytes
+        self._rows: Any = None  # the rows read once, when the table's files are small enough
         self._table: Any = None
         self._columns: list[str] = []
         self._schema: Any = None
@@ -104,5 +107,21 @@ class DeltaScan:
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         if self._table is None:
             self._open()
+        if self._rows is not None:
+            return self._rows.__arrow_c_stream__(requested_schema)
         scan = self._table.scan(columns=self._columns, predicate=self.predicate)
+        if self.cache_bytes and self._files_bytes() <= self.cache_bytes:
+            # A query that reads the table in several places (a rule's steps) scans it once:
+            # each delta-rs scan plans a DataFusion query of its own.
+            import pyarrow as pa
+
+            self._rows = pa.table(scan)
+            return self._rows.__arrow_c_stream__(requested_schema)
         return scan.__arrow_c_stream__(requested_schema)
+
+    def _files_bytes(self) -> int:
+        """The bytes of the table's data files on storage (all partitions), from its log."""
+        import pyarrow as pa
+
+        actions = pa.table(self._table.get_add_actions(flatten=True))
+        return int(sum(actions.column("size_bytes").to_pylist())) if actions.num_rows else 0

@@ -32,6 +32,7 @@ from crawllib.config import Config
 from crawllib.core.errors import LeaseLost
 from crawllib.core.roots import normalize_root
 from crawllib.store import dialect, lease, workers
+from crawllib.store.arrow import arrow_schema, arrow_type
 from crawllib.store.db import (
     DEPTH_PROPERTY,
     DEPTH_SHORTEST,
@@ -48,7 +49,7 @@ from crawllib.store.db import (
 )
 from crawllib.store.deltars import DeltaScan, table_location
 from crawllib.store.filestore import folder_at
-from crawllib.store.schemas import TABLES, Array, DataType, Map, Prim, Struct, select_list
+from crawllib.store.schemas import TABLES, Struct, select_list
 from crawllib.store.udfs import UDFS
 
 if TYPE_CHECKING:
@@ -58,35 +59,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BATCH_ROWS = 8192
+# A table read whose files hold at most this many bytes is read once and kept in memory for
+# the rest of the read's life (crawllib.store.deltars.DeltaScan).
+CACHE_BYTES = 256 << 20
+_COMMIT_FILE = re.compile(r"^\d{20}\.json$")
 # The operation metrics of a commit that count the data files it added (delta-rs's, Spark's).
 _ADDED_FILES = ("num_added_files", "num_target_files_added", "numFiles", "numTargetFilesAdded")
-
-
-def arrow_type(t: DataType) -> pa.DataType:
-    """The Arrow type delta-rs gives a schema type (Spark's timestamp: UTC microseconds)."""
-    import pyarrow as pa
-
-    if isinstance(t, Prim):
-        return {
-            "string": pa.string(),
-            "bigint": pa.int64(),
-            "int": pa.int32(),
-            "timestamp": pa.timestamp("us", tz="UTC"),
-            "double": pa.float64(),
-            "boolean": pa.bool_(),
-            "binary": pa.binary(),
-        }[t.name]
-    if isinstance(t, Array):
-        return pa.list_(pa.field("element", arrow_type(t.element), nullable=True))
-    if isinstance(t, Map):
-        return pa.map_(arrow_type(t.key), arrow_type(t.value))
-    return pa.struct([pa.field(f.name, arrow_type(f.type), nullable=True) for f in t.fields])
-
-
-def arrow_schema(t: Struct) -> pa.Schema:
-    import pyarrow as pa
-
-    return pa.schema([pa.field(f.name, arrow_type(f.type), nullable=True) for f in t.fields])
 
 
 def connect(cfg: Config) -> duckdb.DuckDBPyConnection:
@@ -163,7 +141,9 @@ class EmbeddedDb(Db):
         version: int | None = None,
     ) -> Rel:
         wanted = frozenset(c.lower() for c in columns) if columns else None
-        scan = DeltaScan(self._uri(name), self.options, wanted, where, version)
+        scan = DeltaScan(
+            self._uri(name), self.options, wanted, where, version, cache_bytes=CACHE_BYTES
+        )
         scan.__arrow_c_schema__()  # opened now: every use reads this version
         view = self._name(f"t_{name}")
         self.con.register(view, scan)
@@ -180,6 +160,14 @@ class EmbeddedDb(Db):
     def version_of(self, name: str) -> int:
         if not self.exists(name):
             return -1
+        uri = self._uri(name)
+        if not uri.startswith("s3://"):
+            # A local table's latest commit is its highest numbered log file: a listing, where
+            # opening the table would read its log (each stage reads every table's version).
+            log_dir = os.path.join(uri, "_delta_log")
+            versions = [int(n[:20]) for n in os.listdir(log_dir) if _COMMIT_FILE.match(n)]
+            if versions:
+                return max(versions)
         return int(self._delta(name).version())
 
     def property_of(self, name: str, key: str) -> str | None:
@@ -268,7 +256,9 @@ class EmbeddedDb(Db):
         if missing:
             log.warning("adding columns to %s: %s", name, ", ".join(f.name for f in missing))
             arrow = pa.schema([pa.field(f.name, arrow_type(f.type)) for f in missing])
-            table.alter.add_columns(list(Schema.from_arrow(arrow).fields))
+            table.alter.add_columns(
+                list(Schema.from_arrow(arrow).fields), commit_properties=self._props(None)
+            )
 
     # -- relations ---------------------------------------------------------------------------
 
@@ -356,9 +346,20 @@ class EmbeddedDb(Db):
     @contextlib.contextmanager
     def _committing(self) -> Iterator[None]:
         """The writer lease must be held and writable before a write, and still after it (a
-        lease lost meanwhile stops the stage: LeaseLost)."""
+        lease lost meanwhile stops the stage: LeaseLost). While the lease is unwritable the
+        renewal thread interrupts the write's DuckDB query, so that delta-rs, reading its rows,
+        fails before it commits (as Spark's jobs are cancelled)."""
         held = lease.check_writable(self.root)
-        yield
+        unwatch = held.watch(self.con.interrupt)
+        try:
+            yield
+        except Exception as exc:
+            reason = held.unwritable()
+            if reason:  # the interruption, or a failure meanwhile: either way, stop here
+                raise LeaseLost(reason) from exc
+            raise
+        finally:
+            unwatch()
         reason = held.unwritable()
         if reason:
             raise LeaseLost(reason)
@@ -384,6 +385,7 @@ class EmbeddedDb(Db):
         txn: tuple[str, int] | None = None,
         note: str | None = None,
     ) -> None:
+        lease.check_writable(self.root)  # a write needs the lease, skipped or not (as Spark's)
         if txn is not None:
             done = self.txn_version(name, txn[0])
             if done is not None and done >= txn[1]:
@@ -398,13 +400,13 @@ class EmbeddedDb(Db):
         from deltalake import write_deltalake
 
         schema, partitions = TABLES[name]
-        data = self._conformed(rel, schema)
         common: dict[str, Any] = {
             "partition_by": partitions or None,
             "storage_options": self.options or None,
             "commit_properties": props,
         }
         with self._committing():
+            data = self._conformed(rel, schema)  # DuckDB computes the rows as delta-rs reads
             if mode == "overwrite":
                 write_deltalake(
                     self._uri(name), data, mode="overwrite", predicate=predicate, **common
@@ -429,27 +431,28 @@ class EmbeddedDb(Db):
         schema, _ = TABLES[name]
         clauses: list[Clause] = [(update_condition or "true", update)] if update else []
         clauses += list(also)
-        rows = self.keep(
-            self.sql(
-                merged_rows_sql(schema, list(keys), clauses, insert, insert_condition),
-                source=rel,
-                target=self.table(name),
-            )
-        )
-        try:
-            counts = self.one_row(
+        # the lease, for a MERGE of nothing too; its queries are stopped if the lease is lost
+        with self._committing():
+            rows = self.keep(
                 self.sql(
-                    "SELECT count_if(_matched) AS matched, count(*) AS n FROM {rows}", rows=rows
+                    merged_rows_sql(schema, list(keys), clauses, insert, insert_condition),
+                    source=rel,
+                    target=self.table(name),
                 )
             )
-            if not counts["n"]:
-                return
-            if not counts["matched"]:
-                self._write(rows, name, "append", None, self._props(None))
-                return
-            data = self._conformed(rows, schema)
-            on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
-            with self._committing():
+            try:
+                counts = self.one_row(
+                    self.sql(
+                        "SELECT count_if(_matched) AS matched, count(*) AS n FROM {rows}", rows=rows
+                    )
+                )
+                if not counts["n"]:
+                    return
+                if not counts["matched"]:
+                    self._write(rows, name, "append", None, self._props(None))
+                    return
+                data = self._conformed(rows, schema)
+                on = " AND ".join(f"t.{k} = s.{k}" for k in keys)
                 self._delta(name).merge(
                     data,
                     on,
@@ -457,8 +460,8 @@ class EmbeddedDb(Db):
                     target_alias="t",
                     commit_properties=self._props(None),
                 ).when_matched_update_all().when_not_matched_insert_all().execute()
-        finally:
-            self.drop(rows)
+            finally:
+                self.drop(rows)
 
 
 def merged_rows_sql(

@@ -24,6 +24,7 @@ from crawllib.store.udfs import UDFS
 
 T = TypeVar("T")
 _groups = itertools.count()
+_CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
 
 
 def _plain_row(row: Any, drop: str | None) -> dict[str, Any]:
@@ -125,7 +126,19 @@ class SparkDb(Db):
         return self.spark.createDataFrame(values, spark_schema(schema))
 
     def keep(self, rel: Rel) -> Rel:
-        return rel.localCheckpoint(eager=True)
+        # A checkpoint carries its plan's constraints (isnotnull(url_key#1)...), which Spark
+        # (4.0) does not rewrite when a query renews the checkpoint's attributes: a UNION of
+        # two kept relations holding the same attribute (both read crawldb's url_key) then
+        # fails ("key not found: url_key#1"). So kept relations carry none: their plan is
+        # optimized afresh (select) with constraint propagation off. It is an optimization
+        # only: a query running meanwhile at most infers fewer filters.
+        conf = self.spark.conf
+        before = conf.get(_CONSTRAINTS, "true") or "true"
+        conf.set(_CONSTRAINTS, "false")
+        try:
+            return rel.select("*").localCheckpoint(eager=True)
+        finally:
+            conf.set(_CONSTRAINTS, before)
 
     def drop(self, rel: Rel) -> None:
         rel.unpersist()

@@ -164,7 +164,7 @@ def run_partition(
     in batches as they come."""
     import pyarrow as pa
 
-    from crawllib.store.embedded import arrow_schema
+    from crawllib.store.arrow import arrow_schema
 
     target = arrow_schema(schema)
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, target) as writer:

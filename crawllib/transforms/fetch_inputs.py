@@ -205,10 +205,13 @@ def follow_inputs(
     already filled gets none; with known keys from the fetchlist, neither does a slot plan gave
     none); trapped: "host pattern" strings. Out: slot, room, known (array of url_key), trapped
     (array of string)."""
-    fetched = _with_slot(cfg, f"(SELECT url_key, host FROM {fetches})", fetchlist)
-    followed_slots = _with_slot(
-        cfg, f"(SELECT url_key, host FROM {fetches} WHERE source_url IS NOT NULL)", fetchlist
+    # no domain of the fetches rows is read (an older crawllib's are null): with
+    # politeness.key = domain their slot is their host's registered domain
+    fetched_rows = (
+        f"SELECT url_key, host, CAST(NULL AS string) AS domain, source_url FROM {fetches}"
     )
+    fetched = _with_slot(cfg, f"({fetched_rows})", fetchlist)
+    followed_slots = _with_slot(cfg, f"({fetched_rows} WHERE source_url IS NOT NULL)", fetchlist)
     planned = f"SELECT slot, count(*) AS planned FROM {fetchlist} GROUP BY slot"
     followed = f"SELECT slot, count(*) AS followed FROM ({followed_slots}) GROUP BY slot"
     rooms = (

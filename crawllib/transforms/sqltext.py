@@ -9,6 +9,7 @@ text as literals (:func:`lit`), never user text unquoted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from crawllib.store.dialect import sql_string
@@ -26,7 +27,21 @@ def lit(value: object) -> str:
     if isinstance(value, float):  # a double (Spark's D suffix), not a decimal
         finite = value == value and value not in (float("inf"), float("-inf"))
         return f"{value!r}D" if finite else "NULL"
-    return sql_string(str(value))
+    return _string(str(value))
+
+
+# Where a ``{name}`` in a string value starts: just after its brace.
+_PLACEHOLDER_START = re.compile(r"(?<=\{)(?=[A-Za-z_][A-Za-z0-9_]*\})")
+
+
+def _string(text: str) -> str:
+    """A string literal of ``text``; one holding ``{name}`` (a URL pattern's ``{n}``) is
+    written as a concat of pieces cut after each such brace, so that no engine takes it for
+    an input placeholder (crawllib.store.db.Db.sql binds every ``{name}`` of the text)."""
+    pieces = _PLACEHOLDER_START.split(text)
+    if len(pieces) == 1:
+        return sql_string(text)
+    return f"concat({', '.join(sql_string(p) for p in pieces)})"
 
 
 def in_list(values: Iterable[object]) -> str:

@@ -1,5 +1,7 @@
 """The end-to-end crawl shared by the e2e tests: regular and special hosts of the test web,
-crawled over enough generations for redirect chains and retries to settle."""
+crawled over enough generations for redirect chains and retries to settle, once on each engine
+(``e2e_crawl`` is parametrized: every test that takes it runs on the embedded engine's crawl
+and on Spark's)."""
 
 from __future__ import annotations
 
@@ -9,18 +11,20 @@ from crawllib import config as config_mod
 from crawllib.runs import runner
 from crawllib.store import lease
 from crawllib.testweb import WebSpec, serve_in_thread
+from tests.conftest import ENGINES, open_db
 
 MAX_DEPTH = 2
 DELAY = 0.2
 GENERATIONS = 6  # depth 2, a 3-hop redirect chain and two retries all settle within 6
 
 
-@pytest.fixture(scope="session")
-def e2e_crawl(spark, spark_cfg, tmp_path_factory):
+@pytest.fixture(scope="session", params=ENGINES)
+def e2e_crawl(request, spark_cfg, tmp_path_factory):
+    engine = request.param
     spec = WebSpec(
         seed=3, hosts=6, pages_per_host=20, special=True, slow_seconds=0.5, big_body_bytes=8 << 20
     )
-    root = str(tmp_path_factory.mktemp("e2e") / "crawl")
+    root = str(tmp_path_factory.mktemp(f"e2e-{engine}") / "crawl")
     with serve_in_thread(spec) as web:
         cfg = config_mod.replace(
             spark_cfg,
@@ -39,11 +43,16 @@ def e2e_crawl(spark, spark_cfg, tmp_path_factory):
         seeds.write_text("\n".join(web.seeds()) + "\n")
         # No cap: the crawl runs until nothing is left within MAX_DEPTH, retries included.
         with lease.hold(root, "pytest e2e", cfg):
-            ran = runner.run_crawl(spark, root, cfg, str(seeds))
+            db = open_db(request, engine, root, cfg)
+            try:
+                ran = runner.run_crawl(db, cfg, str(seeds))
+            finally:
+                db.close()
         log = list(web.log)
         expected = web.expected_fetches(MAX_DEPTH)
         attempts = web.expected_attempts(MAX_DEPTH)
     return {
+        "engine": engine,
         "root": root,
         "cfg": cfg,
         "ran": ran,

@@ -6,6 +6,7 @@ keeps the answers in the dns table. (Politeness across generations: test_hosts.p
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 
 import pytest
@@ -13,7 +14,9 @@ import pytest
 from crawllib.config import replace
 from crawllib.runs import runner
 from crawllib.stages.seeding import seed
-from crawllib.store import lease, tables
+from crawllib.store import lease
+from crawllib.store.embedded import EmbeddedDb
+from tests.e2e import reading
 from tests.unit.test_fetch_support import SLACK, LocalWeb
 
 pytestmark = pytest.mark.e2e
@@ -31,7 +34,7 @@ def page(*links: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def crawled(spark, spark_cfg, template_root, tmp_path_factory):
+def crawled(spark_cfg, template_root, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("addresses")
     root = str(tmp / "crawl")
     shutil.copytree(template_root, root)
@@ -59,13 +62,13 @@ def crawled(spark, spark_cfg, template_root, tmp_path_factory):
         urls = [f"http://{h}/{p}" for h in SHARED for p in range(PAGES)]
         urls += [f"http://{SOLO}/0", f"http://{OTHER}/0"]
         seeds.write_text("\n".join(urls) + "\n")
-        with lease.hold(root, "pytest", cfg):
-            seed(spark, root, str(seeds), cfg, 0)
-            runner.run_generation(spark, root, cfg, 0)
+        with lease.hold(root, "pytest", cfg), contextlib.closing(EmbeddedDb(root, cfg)) as db:
+            seed(db, str(seeds), cfg, 0)
+            runner.run_generation(db, cfg, 0)
         hits = list(server.hits)
 
     def rows(name):
-        return tables.read(spark, root, name).collect()
+        return reading.read(root, name)
 
     return {
         "hits": hits,

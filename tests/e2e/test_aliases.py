@@ -5,14 +5,17 @@ site0.net, the original, is crawled on."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 
 import pytest
 
 from crawllib.config import replace
 from crawllib.runs import runner
-from crawllib.store import generations, lease, tables
+from crawllib.store import lease
+from crawllib.store.embedded import EmbeddedDb
 from crawllib.testweb import WebSpec, serve_in_thread
+from tests.e2e import reading
 
 pytestmark = pytest.mark.e2e
 
@@ -22,7 +25,7 @@ FIRST = 1  # generations of site0.net alone before the mirror is found
 
 
 def test_a_host_copying_another_is_judged_an_alias_and_no_longer_fetched(
-    spark, spark_cfg, template_root, tmp_path
+    spark_cfg, template_root, tmp_path
 ):
     with serve_in_thread(WebSpec(seed=7, hosts=1, pages_per_host=40, special=True)) as web:
         root = str(tmp_path / "crawl")
@@ -39,21 +42,17 @@ def test_a_host_copying_another_is_judged_an_alias_and_no_longer_fetched(
         )
         seeds = tmp_path / "seeds.txt"
         seeds.write_text("http://site0.net/\n")
-        with lease.hold(root, "pytest", cfg):
-            runner.run_crawl(spark, root, cfg, str(seeds), generations_wanted=FIRST)
+        with lease.hold(root, "pytest", cfg), contextlib.closing(EmbeddedDb(root, cfg)) as db:
+            runner.run_crawl(db, cfg, str(seeds), generations_wanted=FIRST)
             seeds.write_text("http://mirror.net/\n")
-            runner.run_crawl(spark, root, cfg, str(seeds), generations_wanted=FIRST + 3)
+            runner.run_crawl(db, cfg, str(seeds), generations_wanted=FIRST + 3)
 
-    aliases = {
-        (r["host"], r["of_host"]): r["copies"]
-        for r in tables.read(spark, root, "aliases").collect()
-    }
+    aliases = {(r["host"], r["of_host"]): r["copies"] for r in reading.read(root, "aliases")}
     assert aliases[("mirror.net", "site0.net")] >= 0.8 * MIN_PAGES
     assert aliases.get(("site0.net", "mirror.net"), 0) < aliases[("mirror.net", "site0.net")]
-    crawldb = tables.read(spark, root, "crawldb")
 
     def count(where: str) -> int:
-        return crawldb.where(where).count()
+        return reading.count(root, "crawldb", where)
 
     fetched = count("host = 'mirror.net' AND last_gen IS NOT NULL")
     # a generation's pages are counted by its update: one more generation may fetch
@@ -62,7 +61,7 @@ def test_a_host_copying_another_is_judged_an_alias_and_no_longer_fetched(
     assert count("host = 'site0.net' AND reason = 'alias'") == 0
     # the original is crawled on at its pace, PER_GEN pages a generation
     assert count("host = 'site0.net' AND last_gen IS NOT NULL") >= PER_GEN * (FIRST + 2)
-    done = [r for r in generations.read_rows(spark, root) if r.state == "done"]
+    done = [r for r in reading.runs(root) if r.state == "done"]
     plan = sum(r.counts.get("filtered_alias", 0) for r in done if r.stage == "plan")
     assert plan == count("reason = 'alias'")
     assert max(r.counts.get("alias_hosts", 0) for r in done if r.stage == "update") == 1

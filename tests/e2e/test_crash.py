@@ -1,5 +1,6 @@
 """Crash safety: SIGKILL `crawl run` (its whole process group) in the middle of a fetch and in
-the middle of a parse, rerun it, and end with what an uninterrupted crawl gives. Pages are due
+the middle of a parse, rerun it, and end with what an uninterrupted crawl gives, on each engine
+(the embedded engine's worker processes and Spark's Python workers die with it). Pages are due
 again seconds after their visit, so generation 1 revisits generation 0's pages."""
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import pytest
 
 from crawllib import cli
 from crawllib.core.urls import normalize_url
-from crawllib.store import lease, tables
+from crawllib.store import lease
 from crawllib.testweb import WebSpec, serve_in_thread
 from crawllib.testweb.audit import is_page_request
 from tests.conftest import test_config_overrides
+from tests.e2e import reading
 
 pytestmark = pytest.mark.e2e
 
@@ -41,13 +43,15 @@ def toml_config(path, resolve):
     return str(path)
 
 
-def crawl_cmd(root, seeds, config_file):
+def crawl_cmd(root, seeds, config_file, engine):
     cmd = [
         sys.executable,
         "-m",
         "crawllib.cli",
         "run",
         root,
+        "--engine",
+        engine,
         "--seeds",
         seeds,
         "--generations",
@@ -114,10 +118,8 @@ def page_requests(log):
     )
 
 
-def table_urls(spark, root, name, where="true"):
-    return sorted(
-        r["url"] for r in tables.read(spark, root, name).filter(where).select("url").collect()
-    )
+def table_urls(root, name, where="true"):
+    return sorted(r["url"] for r in reading.read(root, name, where))
 
 
 @pytest.fixture(scope="module")
@@ -133,20 +135,25 @@ def seeds(web, tmp_path_factory):
     return str(path)
 
 
-def test_kill_in_fetch_and_in_parse_then_rerun_matches_uninterrupted(spark, web, seeds, tmp_path):
+def test_kill_in_fetch_and_in_parse_then_rerun_matches_uninterrupted(
+    request, engine, web, seeds, tmp_path
+):
     """The uninterrupted crawl is the test web's ground truth: an uninterrupted crawl gives
     exactly its expected pages (tests/e2e/test_crawl.py)."""
+    if engine == "spark":
+        request.getfixturevalue("spark")  # the rerun in this process runs on this session
     depth = SETTINGS["crawl.max_depth"]
     expected = {normalize_url(u) for u in web.expected_fetches(depth)}
     attempts = {normalize_url(u) for u in web.expected_attempts(depth)}
     root = str(tmp_path / "crawl")
-    cmd = crawl_cmd(root, seeds, toml_config(tmp_path / "net.toml", web.resolve))
+    cmd = crawl_cmd(root, seeds, toml_config(tmp_path / "net.toml", web.resolve), engine)
     web.reset_log()
 
     # 1. Killed in the middle of a fetch: half the requests served, the crawl not finished.
     run_and_kill(cmd, lambda: sum(page_requests(web.log).values()) >= len(attempts) // 2)
     # PySpark's worker daemon has its own process group: it outlives the kill until it sees
-    # the JVM gone (a fetch task's watcher, within a second). Wait until the web is quiet.
+    # the JVM gone (a fetch task's watcher, within a second), as the embedded engine's workers
+    # see their parent gone. Wait until the web is quiet.
     wait_quiet(web)
     after_kill = page_requests(web.log)
     # 2. Rerun, killed in the middle of its first update.
@@ -158,19 +165,18 @@ def test_kill_in_fetch_and_in_parse_then_rerun_matches_uninterrupted(spark, web,
     assert cli.main(cmd[3:]) == 0
 
     for name, where in (("pages", "true"), ("texts", "true"), ("fetches", "outcome = 'ok'")):
-        assert set(table_urls(spark, root, name, where)) == expected, name
+        assert set(table_urls(root, name, where)) == expected, name
     for name in ("pages", "texts", "crawldb", "fetches"):
-        rows = [r.asDict() for r in tables.read(spark, root, name).collect()]
+        rows = reading.read(root, name)
         keys = [(r.get("gen"), r["url_key"]) for r in rows]
         assert len(keys) == len(set(keys)), f"{name} holds a URL twice in a generation"
 
     # generation 1 revisited what generation 0 fetched: one more request each, no more
-    fetches = tables.read(spark, root, "fetches").where("outcome = 'ok'").collect()
+    fetches = reading.read(root, "fetches", "outcome = 'ok'")
     visits = collections.Counter(r["url"] for r in fetches)
     revisited = {u for u, n in visits.items() if n == 2}
     assert revisited and max(visits.values()) == 2
-    status = tables.read(spark, root, "generations").where("gen = 1 AND stage = 'update'")
-    counts = [r["counts"] for r in status.collect() if r["state"] == "done"][-1]
+    counts = reading.done_counts(root, 1, "update")
     assert counts["revisited"] == len(revisited) and counts["unchanged"] == len(revisited)
 
     requests = page_requests(web.log)
@@ -181,9 +187,9 @@ def test_kill_in_fetch_and_in_parse_then_rerun_matches_uninterrupted(spark, web,
     # (by the slice of their fetches rows: URLs followed inside a task are in no fetchlist)
     slices = {
         (r["gen"], r["slice"])
-        for r in tables.read(spark, root, "fetches").collect()
+        for r in reading.read(root, "fetches")
         if r["url"] in twice and r["gen"] == 0
     }
     assert len(slices) <= 1, slices
-    followed = tables.read(spark, root, "fetches").where("source_url IS NOT NULL").count()
+    followed = reading.count(root, "fetches", "source_url IS NOT NULL")
     assert followed > 0  # the path of URLs followed inside a fetch task was crashed too

@@ -7,6 +7,7 @@ same-host following on and off, and records each fetched page at its breadth-fir
 from __future__ import annotations
 
 import collections
+import contextlib
 import shutil
 
 import pytest
@@ -15,9 +16,11 @@ from crawllib.config import replace
 from crawllib.core.urls import normalize_url
 from crawllib.core.vocab import Stage
 from crawllib.runs import runner
-from crawllib.store import generations, lease, tables
+from crawllib.store import lease
+from crawllib.store.embedded import EmbeddedDb
 from crawllib.testweb import WebSpec, serve_in_thread, truth
 from crawllib.testweb.audit import is_page_request
+from tests.e2e import reading
 
 pytestmark = pytest.mark.e2e
 
@@ -29,7 +32,7 @@ SPEC = WebSpec(
 
 @pytest.mark.parametrize("follow", [True, False], ids=["following", "no-following"])
 def test_the_crawl_fetches_what_breadth_first_finds_within_the_depth(
-    spark, spark_cfg, template_root, tmp_path, follow
+    spark_cfg, template_root, tmp_path, follow
 ):
     with serve_in_thread(SPEC) as web:
         seeds = [f"http://{h}/" for h in web.site.regular[::2]]
@@ -46,8 +49,8 @@ def test_the_crawl_fetches_what_breadth_first_finds_within_the_depth(
             fetch__follow=follow,
             generate__max_per_host=200,
         )
-        with lease.hold(root, "pytest", cfg):
-            runner.run_crawl(spark, root, cfg, str(seed_file))
+        with lease.hold(root, "pytest", cfg), contextlib.closing(EmbeddedDb(root, cfg)) as db:
+            runner.run_crawl(db, cfg, str(seed_file))
         requests = collections.Counter(
             normalize_url(f"http://{r.host}{r.path_qs}")
             for r in web.log
@@ -60,9 +63,7 @@ def test_the_crawl_fetches_what_breadth_first_finds_within_the_depth(
 
     fetched = {
         r["url"]: r["depth"]
-        for r in tables.read(spark, root, "crawldb")
-        .where("status IN ('fetched', 'duplicate', 'noindex')")
-        .collect()
+        for r in reading.read(root, "crawldb", "status IN ('fetched', 'duplicate', 'noindex')")
     }
     missed = sorted(set(by_truth) - set(fetched))
     too_deep = sorted(set(fetched) - set(by_truth))
@@ -74,7 +75,7 @@ def test_the_crawl_fetches_what_breadth_first_finds_within_the_depth(
         # generations found the shorter ones, and plan lowered them
         lowered = sum(
             r.counts.get("depth_lowered", 0)
-            for r in generations.latest_runs(spark, root).values()
+            for r in reading.latest_runs(root).values()
             if r.stage == Stage.PLAN
         )
         assert lowered > 0

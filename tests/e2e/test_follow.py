@@ -7,6 +7,7 @@ of its own (tests/spark/test_fetch_stage.py runs the fetch stage that way)."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import shutil
 
 import pytest
@@ -14,9 +15,11 @@ import pytest
 from crawllib.config import replace
 from crawllib.core.urls import normalize_url
 from crawllib.runs import runner
-from crawllib.store import lease, tables
+from crawllib.store import lease
+from crawllib.store.embedded import EmbeddedDb
 from crawllib.testweb import WebSpec, serve_in_thread
 from crawllib.testweb.audit import is_page_request
+from tests.e2e import reading
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +33,7 @@ STATUSES = {
 }
 
 
-def crawl(spark, spark_cfg, template_root, tmp_path, name):
+def crawl(spark_cfg, template_root, tmp_path, name):
     with serve_in_thread(WebSpec(seed=21, hosts=4, pages_per_host=25, special=False)) as web:
         root = str(tmp_path / name)
         shutil.copytree(template_root, root)
@@ -42,8 +45,8 @@ def crawl(spark, spark_cfg, template_root, tmp_path, name):
             crawl__max_depth=MAX_DEPTH,
             politeness__default_delay=0.05,
         )
-        with lease.hold(root, "pytest", cfg):
-            ran = runner.run_crawl(spark, root, cfg, str(seeds))
+        with lease.hold(root, "pytest", cfg), contextlib.closing(EmbeddedDb(root, cfg)) as db:
+            ran = runner.run_crawl(db, cfg, str(seeds))
         requests = collections.Counter(
             normalize_url(f"http://{r.host}{r.path_qs}")
             for r in web.log
@@ -53,16 +56,14 @@ def crawl(spark, spark_cfg, template_root, tmp_path, name):
     return root, ran, requests, expected
 
 
-def rows(spark, root, name, *columns, where="true"):
-    return [
-        r.asDict() for r in tables.read(spark, root, name).where(where).select(*columns).collect()
-    ]
+def rows(root, name, *columns, where="true"):
+    return [{c: r[c] for c in columns} for r in reading.read(root, name, where)]
 
 
 def test_following_fetches_every_page_in_fewer_generations_each_once(
-    spark, spark_cfg, template_root, tmp_path
+    spark_cfg, template_root, tmp_path
 ):
-    on, ran_on, requests_on, expected = crawl(spark, spark_cfg, template_root, tmp_path, "on")
+    on, ran_on, requests_on, expected = crawl(spark_cfg, template_root, tmp_path, "on")
 
     assert set(requests_on) == expected  # every page the rules allow
     assert max(requests_on.values()) == 1  # none twice
@@ -70,7 +71,7 @@ def test_following_fetches_every_page_in_fewer_generations_each_once(
     # finds nothing left; following fetches each host's pages in the generation that found them.
     assert len(ran_on) < MAX_DEPTH + 1
 
-    fetched = rows(spark, on, "fetches", "gen", "url", "url_key", "depth", "source_url", "outcome")
+    fetched = rows(on, "fetches", "gen", "url", "url_key", "depth", "source_url", "outcome")
     followed = [f for f in fetched if f["source_url"] is not None]
     outcomes = collections.Counter(f["outcome"] for f in followed)
     assert outcomes["ok"] > 0 and "deferred" not in outcomes, outcomes  # robots denials too
@@ -83,11 +84,9 @@ def test_following_fetches_every_page_in_fewer_generations_each_once(
     # recorded as if plan had chosen it: a frontier row of its generation, a crawldb row
     frontier = {
         (r["gen"], r["url"]): r
-        for r in rows(spark, on, "frontier", "gen", "url", "depth", "source_url", "reason")
+        for r in rows(on, "frontier", "gen", "url", "depth", "source_url", "reason")
     }
-    crawldb = {
-        r["url"]: r for r in rows(spark, on, "crawldb", "url", "status", "first_gen", "depth")
-    }
+    crawldb = {r["url"]: r for r in rows(on, "crawldb", "url", "status", "first_gen", "depth")}
     for f in followed:
         row = frontier[(f["gen"], f["url"])]
         assert (row["reason"], row["source_url"], row["depth"]) == (

@@ -1,11 +1,13 @@
 """Politeness that remembers, over two whole generations of two slices each, from the server's
 request log and the hosts table: a Retry-After of an hour, a server answering 503 to
-everything, a Crawl-delay of a minute, a robots.txt answering 503; and a fetch task killed in
-the middle of its slice, whose retry keeps every host's delay. (A host that is down:
+everything, a Crawl-delay of a minute, a robots.txt answering 503 (on the embedded engine); and
+a fetch task killed in the middle of its slice, whose retry keeps every host's delay (on Spark,
+which tries a task whose executor was lost again). (A host that is down:
 test_fetch_politeness.py.)"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -17,7 +19,9 @@ from aiohttp import web
 from crawllib.config import replace
 from crawllib.runs import runner
 from crawllib.stages.seeding import seed
-from crawllib.store import lease, tables
+from crawllib.store import lease
+from crawllib.store.embedded import EmbeddedDb
+from tests.e2e import reading
 from tests.unit.test_fetch_support import SLACK, LocalWeb
 
 pytestmark = pytest.mark.e2e
@@ -28,7 +32,7 @@ HOSTS = ("ok.net", "busy.net", "failing.net", "slowrobots.net", "norobots.net")
 
 
 @pytest.fixture(scope="module")
-def crawled(spark, spark_cfg, template_root, tmp_path_factory):
+def crawled(spark_cfg, template_root, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hosts")
     root = str(tmp / "crawl")
     shutil.copytree(template_root, root)
@@ -53,15 +57,15 @@ def crawled(spark, spark_cfg, template_root, tmp_path_factory):
         )
         seeds = tmp / "seeds.txt"
         seeds.write_text("\n".join(f"http://{h}/{p}" for h in HOSTS for p in range(PAGES)) + "\n")
-        with lease.hold(root, "pytest", cfg):
-            seed(spark, root, str(seeds), cfg, 0)
+        with lease.hold(root, "pytest", cfg), contextlib.closing(EmbeddedDb(root, cfg)) as db:
+            seed(db, str(seeds), cfg, 0)
             started = time.time()
             for gen in (0, 1):
-                runner.run_generation(spark, root, cfg, gen)
+                runner.run_generation(db, cfg, gen)
         hits = list(server.hits)
-    hosts = {r["slot"]: r for r in tables.read(spark, root, "hosts").collect()}
-    fetches = tables.read(spark, root, "fetches").collect()
-    crawldb = {r["url"]: r for r in tables.read(spark, root, "crawldb").collect()}
+    hosts = {r["slot"]: r for r in reading.read(root, "hosts")}
+    fetches = reading.read(root, "fetches")
+    crawldb = {r["url"]: r for r in reading.read(root, "crawldb")}
     return {
         "hits": hits,
         "hosts": hosts,
@@ -210,9 +214,12 @@ def test_a_fetch_task_killed_mid_slice_is_retried_without_a_short_gap(
         seeds = tmp_path / "seeds.txt"
         seeds.write_text("\n".join(f"http://{h}/{p}" for h in hosts for p in range(pages)) + "\n")
         with lease.hold(root, "pytest", cfg):
-            seed(spark, root, str(seeds), cfg, 0)
+            from crawllib.store.spark_db import SparkDb
+
+            db = SparkDb(spark, root, cfg)
+            seed(db, str(seeds), cfg, 0)
             for stage in ("plan", "fetch"):  # what the test reads: the fetch and its rows
-                runner.run_stage(spark, root, cfg, 0, stage)
+                runner.run_stage(db, cfg, 0, stage)
         hits = list(server.hits)
     assert killed and killed[0] >= 1
     paths = [h.path_qs for h in hits if h.host == "one.net"]
@@ -221,7 +228,7 @@ def test_a_fetch_task_killed_mid_slice_is_retried_without_a_short_gap(
         starts = sorted(h.start for h in hits if h.host == host)
         gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
         assert min(gaps) >= delay - SLACK, (host, gaps)
-    fetches = tables.read(spark, root, "fetches").collect()
+    fetches = reading.read(root, "fetches")
     assert sorted(r["url"] for r in fetches) == sorted(
         f"http://{h}/{p}" for h in hosts for p in range(pages)
     )

@@ -61,7 +61,7 @@ SECTIONS = [
 
 
 def crawl_sql(capsys, root: str, *args: str) -> tuple[int, str]:
-    """Run `crawl sql ROOT ...` (in this process, on the test session's Spark); rc and stdout."""
+    """Run `crawl sql ROOT ...` in this process (DuckDB: a local root); rc and stdout."""
     capsys.readouterr()
     rc = cli.main(["sql", root, *args])
     return rc, capsys.readouterr().out

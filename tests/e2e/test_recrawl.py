@@ -4,15 +4,17 @@ interval and stored version is checked against the ground truth."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 
 import pytest
 
 from crawllib import config as config_mod
 from crawllib.runs import runner
-from crawllib.sql import guard
-from crawllib.store import lease, tables
+from crawllib.store import lease
+from crawllib.store.embedded import EmbeddedDb
 from crawllib.testweb import WebSpec, changes, serve_in_thread
+from tests.e2e import reading
 
 pytestmark = pytest.mark.e2e
 
@@ -30,7 +32,7 @@ def at(t: float) -> dt.datetime:
 
 
 @pytest.fixture(scope="module")
-def recrawl(spark, spark_cfg, tmp_path_factory):
+def recrawl(spark_cfg, tmp_path_factory):
     spec = WebSpec(hosts=0, changing_hosts=1, changing_pages=9, changing_sitemap=True)
     root = str(tmp_path_factory.mktemp("recrawl") / "crawl")
     seeds = tmp_path_factory.mktemp("seeds") / "seeds.txt"
@@ -44,14 +46,12 @@ def recrawl(spark, spark_cfg, tmp_path_factory):
             storage__fetch_slices=1,
         )
         web.set_now(T0)
-        with lease.hold(root, "pytest", base):
-            runner.run_crawl(
-                spark, root, config_mod.replace(base, crawl__now=iso(T0)), str(seeds), 1
-            )
+        with lease.hold(root, "pytest", base), contextlib.closing(EmbeddedDb(root, base)) as db:
+            runner.run_crawl(db, config_mod.replace(base, crawl__now=iso(T0)), str(seeds), 1)
             web.set_now(T1)
             cfg = config_mod.replace(base, crawl__now=iso(T1))
-            assert runner.plan.has_work(spark, root, cfg, 1)
-            runner.run_generation(spark, root, cfg, 1)
+            assert runner.plan.has_work(db, cfg, 1)
+            runner.run_generation(db, cfg, 1)
         log = list(web.log)
     return {"root": root, "urls": urls, "log": log, "spec": spec}
 
@@ -71,12 +71,11 @@ def due(urls: list[str]) -> list[str]:
     return [u for u in urls if T0 + first_interval(u) <= T1]
 
 
-def counts(spark, root, gen, stage):
-    rows = tables.read(spark, root, "generations").where(f"gen = {gen} AND stage = '{stage}'")
-    return [r["counts"] for r in rows.collect() if r["state"] == "done"][-1]
+def counts(root, gen, stage):
+    return reading.done_counts(root, gen, stage)
 
 
-def test_a_revisit_judges_change_by_text_and_adapts_each_interval(spark, recrawl):
+def test_a_revisit_judges_change_by_text_and_adapts_each_interval(recrawl):
     root, urls = recrawl["root"], recrawl["urls"]
     revisited = due(urls)
     weekly = [u for u in urls if changes.change_kind(u) == "weekly"]
@@ -88,16 +87,16 @@ def test_a_revisit_judges_change_by_text_and_adapts_each_interval(spark, recrawl
     }
     not_modified = {u for u in same_bytes if changes.validators(u) == "full"}
     assert changed and not_modified and set(revisited) - changed - not_modified  # every case
-    update = counts(spark, root, 1, "update")
+    update = counts(root, 1, "update")
     assert (update["revisited"], update["changed"], update["not_modified"]) == (
         len(revisited),
         len(changed),
         len(not_modified),
     )
     assert (update["unchanged"], update["new"]) == (len(revisited) - len(changed), 1)
-    assert counts(spark, root, 1, "plan")["revisits"] == len(revisited)
+    assert counts(root, 1, "plan")["revisits"] == len(revisited)
 
-    crawldb = {r["url"]: r for r in tables.read(spark, root, "crawldb").collect()}
+    crawldb = {r["url"]: r for r in reading.read(root, "crawldb")}
     for url in revisited:
         row = crawldb[url]
         rate = (1 - RECRAWL.dec_rate) if url in changed else (1 + RECRAWL.inc_rate)
@@ -124,12 +123,12 @@ def test_a_revisit_judges_change_by_text_and_adapts_each_interval(spark, recrawl
         assert row["next_fetch_at"] == at(T0 + 7 * DAY)
 
 
-def test_a_304_sends_the_stored_validators_and_stores_no_new_version(spark, recrawl):
+def test_a_304_sends_the_stored_validators_and_stores_no_new_version(recrawl):
     root, urls = recrawl["root"], due(recrawl["urls"])
-    fetches = tables.read(spark, root, "fetches").where("gen = 1").collect()
+    fetches = reading.read(root, "fetches", "gen = 1")
     outcomes = {r["url"]: r["outcome"] for r in fetches}
     answered_304 = {u for u, o in outcomes.items() if o == "not_modified"}
-    pages = {r["url"] for r in tables.read(spark, root, "pages").where("gen = 1").collect()}
+    pages = {r["url"] for r in reading.read(root, "pages", "gen = 1")}
     assert answered_304 and not answered_304 & pages
     assert pages == set(urls) - answered_304 | {f"http://{HOST}/archive.html"}
     # the server saw one 304 per not-modified page, in generation 1
@@ -137,15 +136,13 @@ def test_a_304_sends_the_stored_validators_and_stores_no_new_version(spark, recr
     assert paths_304 == answered_304
 
 
-def test_the_versions_views_give_the_latest_text_and_the_change_history(spark, recrawl):
+def test_the_versions_views_give_the_latest_text_and_the_change_history(recrawl):
     root, urls = recrawl["root"], due(recrawl["urls"])
     changed = {u for u in urls if changes.text_version(u, T1) != changes.text_version(u, T0)}
-    latest = guard.run_query(spark, root, "SELECT url, gen FROM latest_texts").collect()
+    latest = reading.sql(root, "SELECT url, gen FROM latest_texts")
     by_url = {r["url"]: r["gen"] for r in latest}
     assert len(latest) == len(by_url)  # one row per URL
-    versions = guard.run_query(
-        spark, root, "SELECT url, gen, changed FROM text_history ORDER BY url, gen"
-    ).collect()
+    versions = reading.sql(root, "SELECT url, gen, changed FROM text_history ORDER BY url, gen")
     history = {(r["url"], r["gen"]): r["changed"] for r in versions}
     for url in urls:
         if changes.validators(url) == "full" and url not in changed:
@@ -155,27 +152,27 @@ def test_the_versions_views_give_the_latest_text_and_the_change_history(spark, r
             assert history[(url, 1)] == (url in changed), url
 
 
-def test_the_sitemap_lists_an_unlinked_page_and_its_lastmod_reaches_the_schedule(spark, recrawl):
+def test_the_sitemap_lists_an_unlinked_page_and_its_lastmod_reaches_the_schedule(recrawl):
     root = recrawl["root"]
-    sitemaps = tables.read(spark, root, "sitemaps").collect()
+    sitemaps = reading.read(root, "sitemaps")
     assert [(r["url"], r["gen"], r["error_kind"]) for r in sitemaps] == [
         (f"http://{HOST}/sitemap.xml", 0, None)
     ]
-    frontier = tables.read(spark, root, "frontier").where("reason = 'sitemap'").collect()
+    frontier = reading.read(root, "frontier", "reason = 'sitemap'")
     assert [(r["url"], r["gen"], r["depth"]) for r in frontier] == [
         (f"http://{HOST}/archive.html", 1, 1)
     ]
-    fetched = {r["url"] for r in tables.read(spark, root, "fetches").where("gen = 1").collect()}
+    fetched = {r["url"] for r in reading.read(root, "fetches", "gen = 1")}
     assert f"http://{HOST}/archive.html" in fetched
 
 
-def test_status_estimates_freshness_by_the_crawls_clock(spark, recrawl, capsys):
+def test_status_estimates_freshness_by_the_crawls_clock(recrawl, capsys):
     from crawllib.cli import main
     from tests.conftest import test_config_overrides
 
     root = recrawl["root"]
     later = T1 + 2 * changes.HOUR
-    crawldb = tables.read(spark, root, "crawldb").collect()
+    crawldb = reading.read(root, "crawldb")
     stored = [r for r in crawldb if r["fetched_at"] is not None]
     due = [r for r in stored if r["next_fetch_at"] <= at(later)]
     assert due  # the hourly pages

@@ -1,7 +1,9 @@
 """A crawl on S3: the crawl root, the seed file and the WARC export are ``s3a://`` URIs on an
 S3-compatible server on 127.0.0.1 (moto), reached through the S3A settings of the config file,
-by `crawl` commands in their own processes, as an operator runs them. Checked through the S3
-API (boto3), not through the crawler."""
+by `crawl` commands in their own processes, as an operator runs them. The crawl runs on each
+engine (the embedded engine's delta-rs takes its S3 options from the same S3A settings:
+crawllib.store.deltars.s3_options), each into a bucket of its own; the WARC export is Spark's
+on both roots. Checked through the S3 API (boto3), not through the crawler."""
 
 from __future__ import annotations
 
@@ -19,14 +21,9 @@ from crawllib.config import config_toml, load_config, replace
 from crawllib.core.urls import normalize_url
 from crawllib.store import lease
 from crawllib.testweb import WebSpec, serve_in_thread
-from tests.conftest import test_config_overrides
+from tests.conftest import ENGINES, test_config_overrides
 
 pytestmark = [pytest.mark.e2e, pytest.mark.smoke]  # in the fast tier: CI runs it
-
-BUCKET = "crawl"
-ROOT = f"s3a://{BUCKET}/root"
-SEEDS = f"s3a://{BUCKET}/seeds.txt"
-WARC = f"s3a://{BUCKET}/warc"
 MAX_DEPTH = 1  # generation 0 fetches every page (the fetch follows same-host links)
 GENERATIONS = 2  # pages are due again seconds after a visit: generation 1 revisits them
 
@@ -67,11 +64,14 @@ def crawl(work: Path, *argv: str) -> subprocess.CompletedProcess:
     return done
 
 
-@pytest.fixture(scope="module")
-def on_s3(s3a, tmp_path_factory):
-    """`crawl run` from S3 seeds into an S3 root, then `crawl export-warc` of generation 0 to
-    S3: their outputs, the S3 client, the pages expected."""
-    work = tmp_path_factory.mktemp("s3")
+@pytest.fixture(scope="module", params=ENGINES)
+def on_s3(request, s3a, tmp_path_factory):
+    """`crawl run` (on the engine of the param) from S3 seeds into an S3 root, then `crawl
+    export-warc` of generation 0 to S3: their outputs, the S3 client, the pages expected."""
+    engine = request.param
+    bucket = f"crawl-{engine}"
+    root, seeds_uri, warc = (f"s3a://{bucket}/{k}" for k in ("root", "seeds.txt", "warc"))
+    work = tmp_path_factory.mktemp(f"s3-{engine}")
     with serve_in_thread(WebSpec(seed=11, hosts=3, pages_per_host=6, special=False)) as web:
         base = load_config(overrides=test_config_overrides())
         cfg = replace(
@@ -85,16 +85,26 @@ def on_s3(s3a, tmp_path_factory):
         )
         (work / "crawl.toml").write_text(config_toml(cfg))
         client = lease.s3_client(cfg)  # the lease's client, configured from the same keys
-        client.create_bucket(Bucket=BUCKET)
+        client.create_bucket(Bucket=bucket)
         seeds = ["# home pages", *web.seeds(), "mailto:someone@example.com"]
-        client.put_object(Bucket=BUCKET, Key="seeds.txt", Body="\n".join(seeds).encode())
-        run = crawl(work, "run", ROOT, "--seeds", SEEDS, "--generations", str(GENERATIONS))
+        client.put_object(Bucket=bucket, Key="seeds.txt", Body="\n".join(seeds).encode())
+        run = crawl(
+            work,
+            "run",
+            root,
+            "--engine",
+            engine,
+            "--seeds",
+            seeds_uri,
+            "--generations",
+            str(GENERATIONS),
+        )
         expected = web.expected_fetches(MAX_DEPTH)
-    export = crawl(work, "export-warc", ROOT, "--gen", "0", WARC)
+    export = crawl(work, "export-warc", root, "--gen", "0", warc)
     index = crawl(
         work,
         "sql",
-        ROOT,
+        root,
         "SELECT url, warc_filename, warc_record_offset, warc_record_length FROM warc_index",
         "--engine",
         "duckdb",
@@ -102,6 +112,10 @@ def on_s3(s3a, tmp_path_factory):
         "json",
     )
     return {
+        "engine": engine,
+        "bucket": bucket,
+        "seeds": seeds_uri,
+        "warc": warc,
         "index": [json.loads(line) for line in index.stdout.splitlines() if line.startswith("{")],
         "run": run,
         "export": export,
@@ -111,16 +125,17 @@ def on_s3(s3a, tmp_path_factory):
     }
 
 
-def keys(client, prefix: str) -> list[str]:
-    pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+def keys(on_s3, prefix: str) -> list[str]:
+    paginator = on_s3["client"].get_paginator("list_objects_v2")
+    pages = paginator.paginate(Bucket=on_s3["bucket"], Prefix=prefix)
     return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
 
 def test_the_crawl_reads_its_seeds_from_s3_and_writes_its_tables_there(on_s3):
     assert "ran generations 0, 1" in on_s3["run"].stdout
     # a text seed file, read line by line: the invalid line is reported with its number
-    assert f"{SEEDS}:5: invalid seed 'mailto:someone@example.com'" in on_s3["run"].stderr
-    stored = keys(on_s3["client"], "root/")
+    assert f"{on_s3['seeds']}:5: invalid seed 'mailto:someone@example.com'" in on_s3["run"].stderr
+    stored = keys(on_s3, "root/")
     assert "root/pages/_delta_log/00000000000000000000.json" in stored
     # pages of both generations (1 revisited 0), the crawl's state, the writer lease
     partitions = {k.split("/")[2] for k in stored if k.startswith("root/pages/gen=")}
@@ -128,14 +143,18 @@ def test_the_crawl_reads_its_seeds_from_s3_and_writes_its_tables_there(on_s3):
     assert any(k.startswith("root/crawldb/") and k.endswith(".parquet") for k in stored)
     assert "root/_writer.lease" in stored
     # nothing took a URI for a local path
-    assert not [p for p in on_s3["work"].iterdir() if p.name.startswith("s3a")]
+    assert not [p for p in on_s3["work"].iterdir() if p.name.startswith("s3")]
+    # the engine asked for ran the stages
+    assert f"({on_s3['engine']} engine)" in on_s3["run"].stderr
 
 
 def test_the_warc_export_reads_the_pages_table_on_s3_and_writes_to_s3(on_s3):
     # written by the executor's task, uploaded with boto3
-    assert keys(on_s3["client"], "warc/") == ["warc/crawl-gen0-00000-000.warc.gz"]
-    assert f"wrote {WARC}/crawl-gen0-00000-000.warc.gz" in on_s3["export"].stdout
-    got = on_s3["client"].get_object(Bucket=BUCKET, Key="warc/crawl-gen0-00000-000.warc.gz")
+    assert keys(on_s3, "warc/") == ["warc/crawl-gen0-00000-000.warc.gz"]
+    assert f"wrote {on_s3['warc']}/crawl-gen0-00000-000.warc.gz" in on_s3["export"].stdout
+    got = on_s3["client"].get_object(
+        Bucket=on_s3["bucket"], Key="warc/crawl-gen0-00000-000.warc.gz"
+    )
     records = list(ArchiveIterator(io.BytesIO(got["Body"].read()), check_digests="raise"))
     assert records[0].rec_type == "warcinfo"
     assert {r.rec_type for r in records} == {"warcinfo", "request", "response", "metadata"}
@@ -151,10 +170,10 @@ def test_the_warc_index_on_s3_locates_each_response_by_a_range_request(on_s3):
     index = on_s3["index"]
     assert sorted(normalize_url(r["url"]) for r in index) == sorted(on_s3["expected"])
     for row in index:
-        assert row["warc_filename"] == f"{WARC}/crawl-gen0-00000-000.warc.gz"
+        assert row["warc_filename"] == f"{on_s3['warc']}/crawl-gen0-00000-000.warc.gz"
         start, length = row["warc_record_offset"], row["warc_record_length"]
         got = on_s3["client"].get_object(
-            Bucket=BUCKET,
+            Bucket=on_s3["bucket"],
             Key="warc/crawl-gen0-00000-000.warc.gz",
             Range=f"bytes={start}-{start + length - 1}",
         )

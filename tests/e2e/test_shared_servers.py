@@ -8,14 +8,17 @@ tests/unit/test_fetch_addresses.py.)"""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 
 import pytest
 
 from crawllib.config import replace
 from crawllib.runs import runner
-from crawllib.store import lease, tables
+from crawllib.store import lease
+from crawllib.store.embedded import EmbeddedDb
 from crawllib.testweb import WebSpec, serve_in_thread
+from tests.e2e import reading
 from tests.unit.test_fetch_support import SLACK, gaps
 
 pytestmark = pytest.mark.e2e
@@ -46,7 +49,7 @@ FACTOR = 4.0
 
 
 @pytest.fixture(scope="module", params=["ip", "host"])
-def crawled(request, spark, spark_cfg, template_root, tmp_path_factory):
+def crawled(request, spark_cfg, template_root, tmp_path_factory):
     key = request.param
     tmp = tmp_path_factory.mktemp(f"shared-{key}")
     root = str(tmp / "crawl")
@@ -67,8 +70,11 @@ def crawled(request, spark, spark_cfg, template_root, tmp_path_factory):
         )
         seeds = tmp / "seeds.txt"
         seeds.write_text("\n".join(web.seeds()) + "\n")
-        with lease.hold(root, "pytest", cfg):  # every table write needs the writer lease
-            ran = runner.run_crawl(spark, root, cfg, str(seeds))
+        with (
+            lease.hold(root, "pytest", cfg),  # every table write needs the writer lease
+            contextlib.closing(EmbeddedDb(root, cfg)) as db,
+        ):
+            ran = runner.run_crawl(db, cfg, str(seeds))
         log = list(web.log)
         expected = web.expected_fetches(MAX_DEPTH)
     return {
@@ -76,8 +82,8 @@ def crawled(request, spark, spark_cfg, template_root, tmp_path_factory):
         "ran": ran,
         "log": sorted(log, key=lambda r: r.start),
         "expected": expected,
-        "fetches": tables.read(spark, root, "fetches").collect(),
-        "hosts": {r["slot"]: r for r in tables.read(spark, root, "hosts").collect()},
+        "fetches": reading.read(root, "fetches"),
+        "hosts": {r["slot"]: r for r in reading.read(root, "hosts")},
     }
 
 

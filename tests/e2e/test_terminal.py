@@ -1,7 +1,9 @@
 """What a user sees in the terminal: `crawl run` on the test web, on a pseudo-terminal as an
-operator runs it, prints the crawler's own lines and its progress bars, and nothing of Spark's
-or Ivy's, even when Ivy resolves the Delta jars on the way (a fresh jars cache, resolved from
-the Ivy cache `make install` filled, so without network); `-v` shows them."""
+operator runs it, prints the crawler's own lines and its progress bars, and nothing else: on
+the embedded engine (the default on one machine) nothing of its worker processes' and no JVM
+started; on Spark nothing of Spark's or Ivy's, even when Ivy resolves the Delta jars on the way
+(a fresh jars cache, resolved from the Ivy cache `make install` filled, so without network);
+`-v` shows them."""
 
 from __future__ import annotations
 
@@ -24,11 +26,12 @@ from tests.conftest import test_config_overrides
 
 pytestmark = [pytest.mark.e2e, pytest.mark.smoke]
 
-# What Spark, the JVM and Ivy print, none of it the crawler's.
+# What Spark, the JVM and Ivy print, and what a worker process's Python would (its logging's
+# default format, a traceback), none of it the crawler's.
 FOREIGN = re.compile(
     r"WARN |INFO |log4j|NativeCodeLoader|SPARK_LOCAL_IP|loopback address|Setting default log "
     r"level|setLogLevel|incubator modules|Ivy|:: resolving|:: retrieving|found io\.delta|"
-    r"artifacts copied|confs: \[|\| +conf +\||py4j"
+    r"artifacts copied|confs: \[|\| +conf +\||py4j|^(DEBUG|INFO|WARNING|ERROR|CRITICAL):|Traceback"
 )
 LINE = re.compile(r"^\d\d:\d\d:\d\d ")  # the crawler's: HH:MM:SS message
 
@@ -82,19 +85,26 @@ def on_a_terminal(argv: list[str], columns: int = 120) -> tuple[int, str]:
     return os.waitstatus_to_exitcode(status), out.decode("utf-8", errors="replace")
 
 
-def test_crawl_run_on_a_terminal_prints_its_own_lines_and_bars_only(web, tmp_path):
+# None: no --engine, so auto, which is the embedded engine on a local master
+@pytest.mark.parametrize("engine", [None, "spark"], ids=["auto", "spark"])
+def test_crawl_run_on_a_terminal_prints_its_own_lines_and_bars_only(web, tmp_path, engine):
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("\n".join(web.seeds()) + "\n")
     root = tmp_path / "crawl"
     argv = [sys.executable, "-m", "crawllib.cli", "run", str(root), "--seeds", str(seeds)]
+    if engine is not None:
+        argv += ["--engine", engine]
     status, screen = on_a_terminal([*argv, "--generations", "1", *crawl_args(web, tmp_path)])
     assert status == 0, screen[-3000:]
-    assert (tmp_path / "jars" / "jars").is_dir()  # Ivy did resolve the Delta jars
+    if engine == "spark":
+        assert (tmp_path / "jars" / "jars").is_dir()  # Ivy did resolve the Delta jars
+    else:
+        assert not (tmp_path / "jars" / "jars").exists()  # no JVM: nothing resolved
     # Bars redraw with carriage returns and cursor moves; each redraw is a line here.
     lines = [line.strip() for line in re.split(r"[\r\n]|\x1b\[A", screen) if line.strip()]
     assert lines, "nothing printed"
     foreign = [line for line in lines if FOREIGN.search(line)]
-    assert foreign == [], "Spark's or Ivy's output reached the terminal"
+    assert foreign == [], "Spark's, Ivy's or a worker's output reached the terminal"
     bars = [line for line in lines if not LINE.match(line)]
     logged = [line for line in lines if LINE.match(line)]
     assert "ran generation 0" in bars  # the command's result, on stdout
@@ -106,11 +116,13 @@ def test_crawl_run_on_a_terminal_prints_its_own_lines_and_bars_only(web, tmp_pat
     # Stage results: one line of their non-zero counts, no dataclass repr.
     assert any(re.search(r" plan gen 0: candidates 3, planned 3, hosts 3", x) for x in logged)
     assert not any("Result(" in line for line in lines)
+    assert any(f"({engine or 'embedded'} engine)" in line for line in logged), logged
 
 
 def test_verbose_shows_spark_and_ivy(tmp_path):
     jars = fresh_jars_cache(tmp_path / "jars")
     argv = [sys.executable, "-m", "crawllib.cli", "-v", "init", str(tmp_path / "crawl")]
+    argv += ["--engine", "spark"]  # the embedded engine starts no JVM
     sets = [*test_config_overrides(), f"spark.jars_cache={jars}"]
     done = subprocess.run(
         [*argv, *[a for s in sets for a in ("--set", s)]],

@@ -6,6 +6,7 @@ fetches them again."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime as dt
 import shutil
 import time
@@ -15,8 +16,10 @@ import pytest
 from crawllib.config import replace
 from crawllib.core.vocab import Stage
 from crawllib.runs import runner
-from crawllib.store import generations, lease
+from crawllib.store import lease
+from crawllib.store.embedded import EmbeddedDb
 from crawllib.testweb import WebSpec, serve_in_thread
+from tests.e2e import reading
 
 pytestmark = pytest.mark.e2e
 
@@ -32,7 +35,7 @@ def iso(epoch: float) -> str:
 
 
 def test_a_crawl_ends_when_nothing_is_due_and_takes_the_waits_once_due(
-    spark, spark_cfg, template_root, tmp_path
+    spark_cfg, template_root, tmp_path
 ):
     with serve_in_thread(SPEC) as web:
         root = str(tmp_path / "crawl")
@@ -47,17 +50,17 @@ def test_a_crawl_ends_when_nothing_is_due_and_takes_the_waits_once_due(
             fetch__retry_backoff_seconds=600.0,
         )
         lines: list[str] = []
-        with lease.hold(root, "pytest", cfg):
-            ran = runner.run_crawl(spark, root, cfg, str(seeds), on_idle=lines.append)
+        with lease.hold(root, "pytest", cfg), contextlib.closing(EmbeddedDb(root, cfg)) as db:
+            ran = runner.run_crawl(db, cfg, str(seeds), on_idle=lines.append)
             first = collections.Counter((r.host, r.path_qs) for r in web.log)
 
             # later, by the crawl's clock: past the Retry-After and the retry's backoff
             later = replace(cfg, crawl__now=iso(time.time() + 7200))
-            again = runner.run_crawl(spark, root, later, None, on_idle=lines.append)
+            again = runner.run_crawl(db, later, None, on_idle=lines.append)
         second = collections.Counter((r.host, r.path_qs) for r in web.log)
 
     assert ran and again
-    runs = generations.latest_runs(spark, root)
+    runs = reading.latest_runs(root)
     planned = {g: r.counts["planned"] for (g, s), r in runs.items() if s == Stage.PLAN}
     assert sorted(planned) == sorted(ran + again)
     assert all(n > 0 for n in planned.values())  # no generation planned nothing

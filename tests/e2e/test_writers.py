@@ -4,6 +4,7 @@ generation` at once, a killed writer's lease, a lost Delta log file."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import glob
 import logging
 import os
@@ -17,10 +18,12 @@ import pytest
 
 from crawllib import cli
 from crawllib.stages.seeding import seed
-from crawllib.store import generations, lease, tables
+from crawllib.store import lease, tables
+from crawllib.store.embedded import EmbeddedDb
 from crawllib.testweb import WebSpec, serve_in_thread
 from crawllib.testweb.audit import is_page_request
 from tests.conftest import test_config_overrides
+from tests.e2e import reading
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +38,8 @@ def web():
 
 def settings(web, tmp_path, lease_seconds=300.0) -> list[str]:
     """CLI arguments of a test crawl of ``web``: its resolve map in a TOML file, as an
-    operator would write it."""
+    operator would write it. The commands run on the embedded engine (``--engine auto`` on a
+    local spark.master)."""
     config = tmp_path / "net.toml"
     lines = ["[network]", "resolve_only = true", "[network.resolve]"]
     lines += [f'"{h}" = "{t}"' for h, t in web.resolve.items()]
@@ -53,23 +57,26 @@ def command(*argv: str) -> list[str]:
     return [sys.executable, "-m", "crawllib.cli", *argv]
 
 
-def seeded_root(spark, spark_cfg, web, root, tmp_path) -> str:
+def seeded_root(spark_cfg, web, root, tmp_path) -> str:
     """``root`` seeded; its writer lease released (the test's `crawl` processes take it)."""
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("\n".join(web.seeds()) + "\n")
-    with lease.hold(root, "pytest", spark_cfg):
-        seed(spark, root, str(seeds), spark_cfg, 0)
+    with (
+        lease.hold(root, "pytest", spark_cfg),
+        contextlib.closing(EmbeddedDb(root, spark_cfg)) as db,
+    ):
+        seed(db, str(seeds), spark_cfg, 0)
     return root
 
 
 @pytest.fixture(scope="module")
-def alone(spark, spark_cfg, web, template_root, tmp_path_factory) -> str:
+def alone(spark_cfg, web, template_root, tmp_path_factory) -> str:
     """One generation run alone, by `crawl generation` in this process: what two generations
     started at once must give, and the crawl the lost-log test goes on from."""
     tmp = tmp_path_factory.mktemp("alone")
     root = str(tmp / "crawl")
     shutil.copytree(template_root, root)
-    seeded_root(spark, spark_cfg, web, root, tmp)
+    seeded_root(spark_cfg, web, root, tmp)
     assert cli.main(["generation", root, *settings(web, tmp)]) == 0
     return root
 
@@ -80,14 +87,14 @@ def page_requests(web) -> collections.Counter:
     )
 
 
-def rows(spark, root, name, *columns):
-    return sorted(tuple(r) for r in tables.read(spark, root, name).select(*columns).collect())
+def rows(root, name, *columns):
+    return sorted(tuple(r[c] for c in columns) for r in reading.read(root, name))
 
 
 def test_two_generations_at_once_one_runs_the_other_refuses(
-    spark, spark_cfg, web, alone, unheld_root, tmp_path
+    spark_cfg, web, alone, unheld_root, tmp_path
 ):
-    root = seeded_root(spark, spark_cfg, web, unheld_root, tmp_path)
+    root = seeded_root(spark_cfg, web, unheld_root, tmp_path)
     args = settings(web, tmp_path)
     web.reset_log()
     procs = [
@@ -107,8 +114,8 @@ def test_two_generations_at_once_one_runs_the_other_refuses(
     # nothing fetched twice, no row twice
     assert max(page_requests(web).values()) == 1
     for name in ("fetches", "pages", "texts", "crawldb", "fetchlist"):
-        keys = [k for (k,) in rows(spark, root, name, "url_key")]
-        assert len(keys) == len(set(keys)), f"{name} holds a URL twice"
+        keys = [k for (k,) in rows(root, name, "url_key")]
+        assert keys and len(keys) == len(set(keys)), f"{name} holds a URL twice"
 
     # the same as one generation run alone
     for name, columns in (
@@ -117,15 +124,15 @@ def test_two_generations_at_once_one_runs_the_other_refuses(
         ("crawldb", ("url", "status", "attempts")),
         ("frontier", ("gen", "url", "depth")),
     ):
-        assert rows(spark, root, name, *columns) == rows(spark, alone, name, *columns), name
+        assert rows(root, name, *columns) == rows(alone, name, *columns), name
 
 
 def test_a_killed_writers_lease_is_taken_over_at_once_on_its_machine(
-    spark, spark_cfg, web, unheld_root, tmp_path, capsys, caplog
+    spark_cfg, web, unheld_root, tmp_path, capsys, caplog
 ):
     """issue 37: after a kill -9 every rerun exited 2 naming the dead pid until the lease
     expired; its process is gone, on this machine: taken over at once."""
-    root = seeded_root(spark, spark_cfg, web, unheld_root, tmp_path)
+    root = seeded_root(spark_cfg, web, unheld_root, tmp_path)
     args = settings(web, tmp_path, lease_seconds=4.0)
     web.reset_log()
     proc = subprocess.Popen(
@@ -151,7 +158,7 @@ def test_a_killed_writers_lease_is_taken_over_at_once_on_its_machine(
         assert cli.main(["generation", root, *args]) == 0
     assert "took over the writer lease of `crawl generation`" in caplog.text
     assert f"its process (pid {proc.pid} on " in caplog.text
-    states = generations.stage_states(spark, root)
+    states = reading.stage_states(root)
     assert all(states[(0, s)] == "done" for s in ("plan", "fetch", "update"))
 
 
@@ -161,9 +168,7 @@ def log_files(root):
     }
 
 
-def test_a_lost_log_file_stops_the_next_generation_before_it_writes(
-    alone, web, tmp_path, spark, capsys
-):
+def test_a_lost_log_file_stops_the_next_generation_before_it_writes(alone, web, tmp_path, capsys):
     root = str(tmp_path / "crawl")
     shutil.copytree(alone, root)  # generation 0 done
     args = settings(web, tmp_path)
@@ -174,8 +179,6 @@ def test_a_lost_log_file_stops_the_next_generation_before_it_writes(
     for path in (newest, newest.replace(".json", ".crc"), os.path.join(folder, f".{name}.crc")):
         if os.path.exists(path):
             os.remove(path)
-    # a new process would read the log afresh: so does this one
-    spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
     before = log_files(root)
     capsys.readouterr()
 
@@ -191,5 +194,5 @@ def test_a_lost_log_file_stops_the_next_generation_before_it_writes(
     accepted = capsys.readouterr().out
     assert f"fetches {lost - 1}" in accepted
     assert cli.main(["generation", root, *args]) == 0
-    states = generations.stage_states(spark, root)
+    states = reading.stage_states(root)
     assert states[(1, "update")] == "done"

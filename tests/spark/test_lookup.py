@@ -1,56 +1,86 @@
-"""crawllib.transforms.lookup.rows_of: a generation's keys looked up in a crawl-sized table."""
+"""crawllib.transforms.lookup.rows_of: a generation's keys looked up in a crawl-sized table, on
+both engines."""
 
 from __future__ import annotations
 
 import pytest
-from chispa import assert_df_equality
 
+from crawllib.store.schemas import CRAWLDB, D, L, S, struct_of
 from crawllib.transforms.lookup import rows_of
+from tests.rows import rel, run
+
+KEYS = struct_of(("url_key", L))
+LINK_KEYS = struct_of(("src_key", L), ("dst_key", L))
+PAIRS = struct_of(("host", S), ("score", D))
 
 
 @pytest.fixture
-def crawl_sized(spark, tmp_path):
-    """A Delta table of 1000 rows (url_key, host, score), as crawldb is read."""
-    path = str(tmp_path / "big")
-    rows = [(k, f"h{k % 7}.com", float(k)) for k in range(1000)]
-    spark.createDataFrame(rows, "url_key long, host string, score double").write.format(
-        "delta"
-    ).save(path)
-    return spark.read.format("delta").load(path)
+def crawl_sized(db):
+    """crawldb holding 1000 rows (url_key, host, score), read as the stages read it: a Delta
+    table, its columns url_key, host and score."""
+    rows = [
+        {
+            "url_key": k,
+            "url": f"http://h{k % 7}.com/{k}",
+            "host": f"h{k % 7}.com",
+            "score": float(k),
+        }
+        for k in range(1000)
+    ]
+    db.append(rel(db, CRAWLDB, rows), "crawldb")
+    return db.table("crawldb", columns=["url_key", "host", "score"])
 
 
-def test_rows_of_keeps_the_rows_whose_key_the_generation_has(spark, crawl_sized):
-    keys = spark.createDataFrame([(3,), (3,), (999,), (5000,), (None,)], "url_key long")
-    got = rows_of(crawl_sized, keys)
-    expected = spark.createDataFrame(
-        [(3, "h3.com", 3.0), (999, "h5.com", 999.0)], "url_key long, host string, score double"
+def test_rows_of_keeps_the_rows_whose_key_the_generation_has(db, crawl_sized):
+    keys = rel(db, KEYS, [{"url_key": k} for k in (3, 3, 999, 5000, None)])
+    got = run(db, rows_of("{table}", "{keys}"), table=crawl_sized, keys=keys)
+    assert sorted((r["url_key"], r["host"], r["score"]) for r in got) == [
+        (3, "h3.com", 3.0),
+        (999, "h5.com", 999.0),
+    ]
+    assert set(got[0]) == {"url_key", "host", "score"}  # the table's columns only
+
+
+def test_rows_of_a_key_named_otherwise_and_several_columns(db, crawl_sized):
+    links = rel(db, LINK_KEYS, [{"src_key": 1, "dst_key": 10}, {"src_key": 2, "dst_key": 11}])
+    keys_only = db.sql("SELECT url_key FROM {t}", t=crawl_sized)
+    got = run(
+        db, rows_of("{table}", "{links}", "url_key", key="dst_key"), table=keys_only, links=links
     )
-    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
+    assert sorted(r["url_key"] for r in got) == [10, 11]
 
-
-def test_rows_of_a_key_named_otherwise_and_several_columns(spark, crawl_sized):
-    links = spark.createDataFrame([(1, 10), (2, 11)], "src_key long, dst_key long")
-    got = rows_of(crawl_sized.select("url_key"), links, "url_key", key="dst_key")
-    assert sorted(r.url_key for r in got.collect()) == [10, 11]
-
-    pairs = spark.createDataFrame([("h3.com", 3.0), ("h3.com", 4.0)], "host string, score double")
-    got = rows_of(crawl_sized, pairs, ["host", "score"])
-    assert [r.url_key for r in got.collect()] == [3]
+    pairs = rel(db, PAIRS, [{"host": "h3.com", "score": 3.0}, {"host": "h3.com", "score": 4.0}])
+    got = run(db, rows_of("{table}", "{pairs}", ["host", "score"]), table=crawl_sized, pairs=pairs)
+    assert [r["url_key"] for r in got] == [3]
 
     with pytest.raises(ValueError):
-        rows_of(crawl_sized, pairs, ["host", "score"], key="x")
+        rows_of("{table}", "{pairs}", ["host", "score"], key="x")
 
 
-def test_rows_of_never_shuffles_the_large_side(spark, crawl_sized):
-    """The generation's keys are broadcast whatever Spark estimates (here it would broadcast
-    nothing): the plan is a broadcast semi-join, and no exchange repartitions the table's rows
-    (the scan feeds the join directly)."""
-    keys = spark.createDataFrame([(k,) for k in range(0, 1000, 10)], "url_key long")
+def test_rows_of_never_shuffles_the_large_side(spark, spark_cfg, new_root):
+    """On Spark, the generation's keys are broadcast whatever Spark estimates (here it would
+    broadcast nothing): the plan is a broadcast semi-join, and no exchange repartitions the
+    table's rows (the scan feeds the join directly). Spark's physical plan: Spark only."""
+    from crawllib.store.spark_db import SparkDb
+
+    db = SparkDb(spark, new_root, spark_cfg)
+    rows = [
+        {"url_key": k, "url": f"http://h{k % 7}.com/{k}", "host": f"h{k % 7}.com"}
+        for k in range(1000)
+    ]
+    db.append(rel(db, CRAWLDB, rows), "crawldb")
+    table = db.table("crawldb", columns=["url_key", "host", "score"])
+    keys = rel(db, KEYS, [{"url_key": k} for k in range(0, 1000, 10)])
     threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     try:
-        plan = rows_of(crawl_sized, keys)._jdf.queryExecution().executedPlan().toString()
-        plain = crawl_sized.join(keys, "url_key", "left_semi")
+        looked_up = db.sql(rows_of("{table}", "{keys}"), table=table, keys=keys)
+        plan = looked_up._jdf.queryExecution().executedPlan().toString()
+        plain = db.sql(
+            "SELECT t.* FROM {table} t LEFT SEMI JOIN {keys} k ON t.url_key = k.url_key",
+            table=table,
+            keys=keys,
+        )
         plain_plan = plain._jdf.queryExecution().executedPlan().toString()
     finally:
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
@@ -58,3 +88,4 @@ def test_rows_of_never_shuffles_the_large_side(spark, crawl_sized):
     assert "BroadcastHashJoin" in plan and "LeftSemi" in plan
     assert "SortMergeJoin" not in plan
     assert "hashpartitioning(url_key" not in plan.split("BroadcastExchange")[0]
+    assert len(db.collect(looked_up)) == 100

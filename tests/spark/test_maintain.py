@@ -19,6 +19,7 @@ from crawllib import cli
 from crawllib.config import replace
 from crawllib.core.errors import TableBehind
 from crawllib.store import generations, lease, maintain, tables
+from crawllib.store.spark_db import SparkDb
 from crawllib.store.spark_schemas import CRAWLDB, FRONTIER
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
@@ -143,6 +144,11 @@ def by_table(done):
     return {u.table: u for u in done}
 
 
+def maintained(spark, root, cfg, names=TESTED):
+    """crawllib.store.maintain.maintain of the tables ``names`` (Spark only)."""
+    return maintain.maintain(SparkDb(spark, root, cfg), cfg, names=names)
+
+
 def test_maintain_compacts_partitions_of_many_files_keeps_rows_and_is_idempotent(spark, cfg, root):
     frontier, crawldb = rows(spark, root, "frontier"), rows(spark, root, "crawldb")
     assert sum(r[4] == "fetched" for r in crawldb) == CRAWLDB_APPENDS  # the MERGE's updates
@@ -150,7 +156,7 @@ def test_maintain_compacts_partitions_of_many_files_keeps_rows_and_is_idempotent
     on_disk = files_on_disk(root, "frontier")
 
     with jvm_console(spark) as printed:
-        done = by_table(maintain.maintain(spark, root, cfg, names=TESTED))
+        done = by_table(maintained(spark, root, cfg))
     assert printed() == ""  # VACUUM's "Deleted 0 files ..." lines went to stderr, not stdout
 
     # partitions above min_files (2) are one file each; generation 1 (2 files) is left alone
@@ -168,7 +174,7 @@ def test_maintain_compacts_partitions_of_many_files_keeps_rows_and_is_idempotent
     assert f.files_vacuumed == c.files_vacuumed == 0
     assert on_disk < files_on_disk(root, "frontier")
 
-    again = by_table(maintain.maintain(spark, root, cfg, names=TESTED))
+    again = by_table(maintained(spark, root, cfg))
     for upkeep in again.values():
         assert (upkeep.partitions_compacted, upkeep.files_compacted) == (0, 0), upkeep
         assert upkeep.files_before == upkeep.files_after == done[upkeep.table].files_after
@@ -186,7 +192,7 @@ def retention_check_off(spark):
 def test_vacuum_deletes_replaced_files_older_than_its_retention_only_when_confirmed(
     spark, cfg, root, capsys, request
 ):
-    maintain.maintain(spark, root, cfg, names=TESTED)
+    maintained(spark, root, cfg)
     frontier, crawldb = rows(spark, root, "frontier"), rows(spark, root, "crawldb")
     kept = {name: files_on_disk(root, name) for name in TESTED}
     assert len(kept["frontier"]) == 9 + 2  # the 7 replaced files are still there
@@ -202,7 +208,7 @@ def test_vacuum_deletes_replaced_files_older_than_its_retention_only_when_confir
     request.getfixturevalue("retention_check_off")
     time.sleep(1.5)  # the replaced files are now older than a retention of one second
     one_second = replace(cfg, maintain__vacuum_hours=1 / 3600)
-    done = by_table(maintain.maintain(spark, root, one_second, names=TESTED))
+    done = by_table(maintained(spark, root, one_second))
     assert done["frontier"].files_vacuumed == 7
     assert done["crawldb"].files_vacuumed >= CRAWLDB_APPENDS + 1  # and its deletion vectors
     # exactly the files the latest version reads are left (crawldb's deletion vectors were
@@ -214,13 +220,13 @@ def test_vacuum_deletes_replaced_files_older_than_its_retention_only_when_confir
     assert rows(spark, root, "crawldb") == crawldb
 
 
-def record_done(spark, root, *gens):
+def record_done(spark, root, cfg, *gens):
     for gen in gens:
-        generations.record(spark, root, gen, "update", "done", T0)
+        generations.record(SparkDb(spark, root, cfg), gen, "update", "done", T0)
 
 
-def test_every_k_maintains_after_a_multiple_of_k_and_prints_json(spark, root, capsys):
-    record_done(spark, root, 0, 1, 2, 3)
+def test_every_k_maintains_after_a_multiple_of_k_and_prints_json(spark, cfg, root, capsys):
+    record_done(spark, root, cfg, 0, 1, 2, 3)
     every = ["--every", "2", "--set", f"maintain.min_files={MIN_FILES}"]
     assert cli.main(["maintain", root, *every, "--format", "json"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
@@ -229,7 +235,7 @@ def test_every_k_maintains_after_a_multiple_of_k_and_prints_json(spark, root, ca
     ]
     assert frontier_files(spark, root) == APPENDS  # nothing done
 
-    record_done(spark, root, 4)
+    record_done(spark, root, cfg, 4)
     assert cli.main(["maintain", root, *every, "--format", "json"]) == 0
     report = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
     assert [r["table"] for r in report] == list(tables.TABLES)
@@ -258,9 +264,9 @@ def test_a_second_writer_or_a_table_behind_its_record_stops_maintain(
     # the files a restore needs, so nothing is done
     versions = {"frontier": 999}
     with lease.hold(root, "pytest", spark_cfg):
-        generations.record(spark, root, 0, "update", "done", T0, versions=versions)
+        generations.record(SparkDb(spark, root, cfg), 0, "update", "done", T0, versions=versions)
         with pytest.raises(TableBehind, match="table frontier is at version"):
-            maintain.maintain(spark, root, cfg, names=TESTED)
+            maintained(spark, root, cfg)
     assert frontier_files(spark, root) == APPENDS
 
 
@@ -288,7 +294,7 @@ def versions(root) -> dict[str, int]:
 def test_a_dry_run_lists_what_would_be_compacted_and_deleted_and_writes_nothing(
     spark, cfg, root, capsys, request
 ):
-    maintain.maintain(spark, root, cfg, names=TESTED)  # 7 frontier files replaced
+    maintained(spark, root, cfg)  # 7 frontier files replaced
     for gen, batches in APPENDS.items():  # and again many small files
         for batch in range(batches):
             df = spark.createDataFrame(frontier_rows(gen, batch), FRONTIER).coalesce(1)

@@ -1,5 +1,6 @@
-"""The pages of a generation: duplicates, links, next frontier (chispa), and update's work
-on them (extraction of what the fetch did not, marks, frontier) on a tmp crawl root."""
+"""The pages of a generation: duplicates, links, next frontier (the rules' SQL), and
+update's work on them (extraction of what the fetch did not, marks, frontier) on a tmp crawl
+root; on both engines."""
 
 from __future__ import annotations
 
@@ -8,29 +9,30 @@ import random
 import shutil
 
 import pytest
-from chispa import assert_df_equality
-from pyspark.sql import functions as F
 
 from crawllib.config import replace
 from crawllib.content.hashing import content_hash, hamming64, lsh_bands, simhash64
 from crawllib.core.urls import surt, url_key
+from crawllib.engine.partition import EXTRACTED_PAGE, ExtractTask
 from crawllib.stages import pages as pages_stage
 from crawllib.stages import update as update_stage
 from crawllib.stages.base import StageRun
-from crawllib.store import generations, integrity, lease, tables
-from crawllib.store.spark_schemas import CRAWLDB, EXTRACTED, EXTRACTED_TEXT, FETCHES, PAGES, TEXTS
+from crawllib.store import generations, integrity, lease
+from crawllib.store.schemas import CRAWLDB, FETCHES, PAGES, TEXTS, L, S, struct_of
 from crawllib.testweb.content import article_html, paragraph
+from crawllib.transforms import parse
 from crawllib.transforms.parse import (
     MARK_COLUMNS,
-    extract_pages,
     key_collisions,
     links_table,
-    lsh_band_columns,
     mark_exact_duplicates,
     mark_near_duplicates,
     next_frontier,
     texts_of,
 )
+from crawllib.transforms.sqltext import names
+from tests.conftest import open_db
+from tests.rows import by, rel, run
 
 MIN_CHARS = 200
 
@@ -68,26 +70,21 @@ def text_row(gen: int, key: int, text: str | None, error: str | None = None) -> 
     }
 
 
-def texts_df(spark, rows):
-    return spark.createDataFrame([tuple(r.get(f) for f in TEXTS.fieldNames()) for r in rows], TEXTS)
-
-
-def marks(spark, rows):
-    return spark.createDataFrame(rows, "url_key long, duplicate_of long, duplicate_kind string")
-
-
-def test_lsh_band_columns_are_hashing_lsh_bands(spark):
+def test_lsh_band_columns_are_hashing_lsh_bands(db):
     values = [0, 1, -1, 2**63 - 1, -(2**63), 123456789123456789, -987654321987654321]
-    ks = [0, 1, 3, 4, 7, 63]
-    df = spark.createDataFrame([(v,) for v in values], "simhash long")
-    rows = df.select("simhash", *[lsh_band_columns(k).alias(f"k{k}") for k in ks]).collect()
-    for row in rows:
-        for k in ks:
-            assert [(b.band, b.value) for b in row[f"k{k}"]] == lsh_bands(row.simhash, k)
+    hashes = rel(db, struct_of(("simhash", L)), [{"simhash": v} for v in values])
+    for k in [0, 1, 3, 4, 7, 63]:
+        bands = parse.lsh_bands(k)
+        columns = ", ".join(f"{value} AS b{band}" for band, value in bands)
+        rows = run(db, f"SELECT simhash, {columns} FROM {{h}}", h=hashes)
+        assert sorted(r["simhash"] for r in rows) == sorted(values)
+        for row in rows:
+            got = [(band, row[f"b{band}"]) for band, _ in bands]
+            assert got == lsh_bands(row["simhash"], k), (k, row["simhash"])
 
 
 @pytest.mark.parametrize("columns", ["texts", "marks"])
-def test_exact_and_near_duplicates_first_copy_wins(spark, spark_cfg, columns):
+def test_exact_and_near_duplicates_first_copy_wins(db, spark_cfg, columns):
     """Marking needs MARK_COLUMNS only (the stage never moves the text through its joins);
     either way the marks are the same and the input's columns come out."""
     k = spark_cfg.parse.near_dup_distance
@@ -97,8 +94,9 @@ def test_exact_and_near_duplicates_first_copy_wins(spark, spark_cfg, columns):
     assert hamming64(simhash64(story), simhash64(other)) > 3 * k  # unrelated: far
     short = "A short note. " * 5
     short_edit = short.replace("note", "memo", 1)
-    prior = texts_df(
-        spark,
+    prior = rel(
+        db,
+        TEXTS,
         [
             text_row(1, 50, story),  # the first copy of the story
             text_row(1, 60, other),
@@ -106,8 +104,9 @@ def test_exact_and_near_duplicates_first_copy_wins(spark, spark_cfg, columns):
             text_row(1, 81, short_edit),
         ],
     )
-    new = texts_df(
-        spark,
+    new = rel(
+        db,
+        TEXTS,
         [
             text_row(2, 10, story),  # lower key, later generation: a copy of 50
             text_row(2, 20, edited),  # near copy: of 50 (gen 1), not of 10
@@ -121,74 +120,72 @@ def test_exact_and_near_duplicates_first_copy_wins(spark, spark_cfg, columns):
             text_row(2, 120, ""),
         ],
     )
+    wanted = TEXTS.names if columns == "texts" else MARK_COLUMNS
     if columns == "marks":
-        new = new.select(*MARK_COLUMNS)
-    out = new.transform(mark_exact_duplicates, prior).transform(
-        mark_near_duplicates, prior, k, MIN_CHARS
-    )
-    assert out.columns == new.columns
-    if columns == "texts":
-        assert out.schema == TEXTS
-    expected = marks(
-        spark,
+        new = db.sql(f"SELECT {names(MARK_COLUMNS)} FROM {{t}}", t=new)
+    exact = db.sql(mark_exact_duplicates(wanted), texts_new=new, texts_prior=prior)
+    out = db.sql(mark_near_duplicates(wanted, k, MIN_CHARS), texts_new=exact, texts_prior=prior)
+    assert db.columns(out) == list(wanted)
+    rows = db.collect(out)
+    assert {(r["url_key"], r["duplicate_of"], r["duplicate_kind"]) for r in rows} == {
+        (10, 50, "exact"),
+        (20, 50, "near"),
+        (50, None, None),
+        (30, 5, "exact"),
+        (5, None, None),
+        (70, 80, "exact"),
+        (71, None, None),
+        (100, None, None),
+        (110, None, None),
+        (120, None, None),
+    }
+    assert len(rows) == 10
+    if columns == "texts":  # the other columns come out as they went in
+        texts = by(rows)
+        assert texts[20]["text"] == edited and texts[100]["error"] == "ExtractError: empty body"
+
+
+def extracted_rows(db, pages):
+    """pages: [(url_key, url, depth, [(dst_url, anchor), ...])] -> extracted pages (what
+    ExtractTask yields), as a relation."""
+    return rel(
+        db,
+        EXTRACTED_PAGE,
         [
-            (10, 50, "exact"),
-            (20, 50, "near"),
-            (50, None, None),
-            (30, 5, "exact"),
-            (5, None, None),
-            (70, 80, "exact"),
-            (71, None, None),
-            (100, None, None),
-            (110, None, None),
-            (120, None, None),
+            {
+                "gen": 0,
+                "slice": 1,
+                "url_key": key,
+                "url": url,
+                "host": "a.test",
+                "depth": depth,
+                "directives": [],
+                "tdm_reserved": False,
+                "links": [
+                    {"dst_url": d, "dst_key": url_key(d), "dst_host": "b.test", "anchor": a}
+                    for d, a in links
+                ],
+            }
+            for key, url, depth, links in pages
         ],
     )
-    assert_df_equality(
-        out.select("url_key", "duplicate_of", "duplicate_kind"),
-        expected,
-        ignore_row_order=True,
-        ignore_nullable=True,
-    )
 
 
-def extracted_df(spark, pages):
-    """pages: [(url_key, url, depth, [(dst_url, anchor), ...])] -> extract_pages' output."""
-    schema = "gen int, slice int, url_key long, url string, host string, depth int, " + ", ".join(
-        f"{f.name} {f.dataType.simpleString()}" for f in EXTRACTED.fields
-    )
-    rows = [
-        (
-            0,
-            1,
-            key,
-            url,
-            "a.test",
-            depth,
-            *([None] * (len(EXTRACTED_TEXT) + 1)),  # the text's fields and error
-            [],  # directives
-            False,  # tdm_reserved
-            None,  # canonical_url
-            [(d, url_key(d), "b.test", a) for d, a in links],
-        )
-        for key, url, depth, links in pages
-    ]
-    return spark.createDataFrame(rows, schema)
-
-
-def test_links_table_and_next_frontier_goes_one_deeper(spark):
+def test_links_table_and_next_frontier_goes_one_deeper(db):
     x, y, z, old = (f"http://b.test/{n}" for n in ("x", "y", "z", "old"))
-    extracted = extracted_df(
-        spark,
+    extracted = extracted_rows(
+        db,
         [
             (1, "http://a.test/1", 0, [(x, "first"), (y, "Y"), (old, "old")]),
             (2, "http://a.test/2", 2, [(x, "from two"), (z, "Z")]),
             (3, "http://a.test/3", 1, [(z, "Z3")]),
         ],
     )
-    links = links_table(extracted)
+    links = db.keep(db.sql(links_table(), extracted=extracted))
     kx, ky, kz = url_key(x), url_key(y), url_key(z)
-    expected = spark.createDataFrame(
+    columns = ("gen", "slice", "src_key", "src_url", "dst_key", "dst_url", "dst_host", "anchor")
+    assert db.columns(links) == list(columns)
+    assert sorted(tuple(r.values()) for r in db.collect(links)) == sorted(
         [
             (0, 1, 1, "http://a.test/1", kx, x, "b.test", "first"),
             (0, 1, 1, "http://a.test/1", ky, y, "b.test", "Y"),
@@ -196,32 +193,27 @@ def test_links_table_and_next_frontier_goes_one_deeper(spark):
             (0, 1, 2, "http://a.test/2", kx, x, "b.test", "from two"),
             (0, 1, 2, "http://a.test/2", kz, z, "b.test", "Z"),
             (0, 1, 3, "http://a.test/3", kz, z, "b.test", "Z3"),
-        ],
-        "gen int, slice int, src_key long, src_url string, dst_key long, dst_url string, "
-        "dst_host string, anchor string",
+        ]
     )
-    assert_df_equality(links, expected, ignore_row_order=True, ignore_nullable=True)
 
-    pages = extracted.select("url_key", "depth")
-    known = [(url_key(old), old, 1), (ky, y, 3)]  # y is known deeper than the link puts it
-    crawldb = spark.createDataFrame(known, "url_key long, url string, depth int")
-    frontier = next_frontier(links, pages, crawldb, 0)
-    assert frontier.where(F.col("discovered_at").isNull()).count() == 0
-    expected = spark.createDataFrame(
+    pages = db.sql("SELECT url_key, depth FROM {e}", e=extracted)
+    known = rel(
+        db,
+        struct_of(("url_key", L), ("url", S), ("depth", PAGES["depth"].type)),
+        # y is known deeper than the link puts it
+        [{"url_key": url_key(old), "url": old, "depth": 1}, {"url_key": ky, "url": y, "depth": 3}],
+    )
+    frontier = run(db, next_frontier(0), links=links, pages=pages, known=known)
+    assert frontier and all(f["discovered_at"] is not None for f in frontier)
+    shown = ("gen", "url", "url_key", "host", "domain", "depth", "source_url", "reason")
+    assert sorted(tuple(f[c] for c in shown) for f in frontier) == sorted(
         [
             (1, x, kx, "b.test", "b.test", 1, "http://a.test/1", "link"),
             (1, y, ky, "b.test", "b.test", 1, "http://a.test/1", "link"),
             (1, z, kz, "b.test", "b.test", 2, "http://a.test/3", "link"),
-        ],
-        "gen int, url string, url_key long, host string, domain string, depth int, "
-        "source_url string, reason string",
+        ]
     )
-    assert_df_equality(
-        frontier.drop("discovered_at", "score", "redirects"),
-        expected,
-        ignore_row_order=True,
-        ignore_nullable=True,
-    )
+    db.drop(links)
 
 
 def page_rows(gen: int) -> list[dict]:
@@ -261,51 +253,37 @@ def page_rows(gen: int) -> list[dict]:
 
 
 @pytest.fixture
-def crawl_root(spark, new_root):
-    root = new_root
+def crawl_db(db):
+    """The tables of a fresh crawl root holding generation 3's fetched pages (not extracted)."""
     rows = page_rows(gen=3)
-    pages = spark.createDataFrame(
-        [tuple(r.get(f) for f in PAGES.fieldNames()) for r in rows], PAGES
-    ).withColumn("fetched_at", F.current_timestamp())
-    tables.append(pages, root, "pages")
-    # the fetch's rows of those pages (update reads what the fetch did from them)
-    fetches = spark.createDataFrame(
-        [tuple({**r, "outcome": "ok"}.get(f) for f in FETCHES.fieldNames()) for r in rows],
-        FETCHES,
-    ).withColumn("fetched_at", F.current_timestamp())
-    tables.append(fetches, root, "fetches")
-    known = [r["url"] for r in rows]
-    crawldb = spark.createDataFrame(
-        [(url_key(u), u, "site.test", "fetched") for u in known],
-        "url_key long, url string, host string, status string",
-    )
-    tables.append(
-        crawldb.select(
-            [
-                F.col(c) if c in crawldb.columns else F.lit(None).alias(c)
-                for c in CRAWLDB.fieldNames()
-            ]
-        ),
-        root,
-        "crawldb",
-    )
-    # fetch 3 is done: its row records the tables' versions (an update rerun reads crawldb's)
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    versions = integrity.current_versions(spark, root)
-    generations.record(spark, root, 3, "fetch", "done", now, versions=versions)
-    return root
+    db.append(rel(db, PAGES, rows, fetched_at=now), "pages")
+    # the fetch's rows of those pages (update reads what the fetch did from them)
+    db.append(rel(db, FETCHES, rows, outcome="ok", fetched_at=now), "fetches")
+    known = [{"url_key": r["url_key"], "url": r["url"], "host": "site.test"} for r in rows]
+    db.append(rel(db, CRAWLDB, known, status="fetched"), "crawldb")
+    # fetch 3 is done: its row records the tables' versions (an update rerun reads crawldb's)
+    versions = integrity.current_versions(db)
+    generations.record(db, 3, "fetch", "done", now, versions=versions)
+    return db
 
 
-def snapshot(spark, root):
+def snapshot(db):
     def rows(name, order, drop=()):
-        return [
-            r.asDict() for r in tables.read(spark, root, name).drop(*drop).orderBy(*order).collect()
-        ]
+        out = [{k: v for k, v in r.items() if k not in drop} for r in db.collect(db.table(name))]
+        return sorted(out, key=lambda r: tuple(r[k] for k in order))
 
     return (
         rows("texts", ["gen", "url_key"]),
         rows("links", ["gen", "src_key", "dst_key"]),
         rows("frontier", ["gen", "url_key"], drop=["discovered_at"]),
+    )
+
+
+def extract(db, pages, cfg, partitions=None):
+    """The extracted pages of ``pages`` (ExtractTask over the engine's partitions)."""
+    return db.map_partitions(
+        pages, ExtractTask(cfg), EXTRACTED_PAGE, partitions or db.parallelism()
     )
 
 
@@ -335,9 +313,10 @@ def page_counts(result) -> dict[str, int]:
 
 @pytest.mark.slow  # four update runs: the fast tier has the transforms' tests
 def test_stage_writes_texts_links_frontier_and_is_idempotent(
-    spark, spark_cfg, crawl_root, template_root
+    request, engine, spark_cfg, crawl_db, template_root
 ):
-    counts = update_stage.run(StageRun(spark, crawl_root, spark_cfg, 3, first=True))
+    db = crawl_db
+    counts = update_stage.run(StageRun(db, spark_cfg, 3, first=True))
     assert page_counts(counts) == {
         "pages": 4,
         "extracted": 4,  # the fetch extracted none of these pages (they were written here)
@@ -356,8 +335,8 @@ def test_stage_writes_texts_links_frontier_and_is_idempotent(
         "key_collisions": 0,
     }
     assert counts.urls == 4 and (counts.fetched, counts.duplicate) == (3, 1)
-    texts, links, frontier = snapshot(spark, crawl_root)
-    by_url = {t["url"]: t for t in texts}
+    texts, links, frontier = snapshot(db)
+    by_url = by(texts, "url")
     assert by_url["http://site.test/empty.html"]["error"] == "ExtractError: empty body"
     # Same generation: the lower url_key is the first copy (copy.html's, as it happens).
     assert url_key("http://site.test/copy.html") < url_key("http://site.test/a.html")
@@ -386,92 +365,93 @@ def test_stage_writes_texts_links_frontier_and_is_idempotent(
         ("site.test", "site.test", "link"),
     }
     # a rerun finds every page extracted: it marks again and writes the same rows
-    again = update_stage.run(StageRun(spark, crawl_root, spark_cfg, 3))
+    again = update_stage.run(StageRun(db, spark_cfg, 3))
     assert page_counts(again) == {**page_counts(counts), "extracted": 0}
-    assert snapshot(spark, crawl_root) == (texts, links, frontier)
+    assert snapshot(db) == (texts, links, frontier)
     # re-extraction (`crawl parse --force`) extracts every page from the stored raw pages,
     # to the same rows
-    forced = update_stage.run(StageRun(spark, crawl_root, spark_cfg, 3, force=True, reextract=True))
+    forced = update_stage.run(StageRun(db, spark_cfg, 3, force=True, reextract=True))
     assert page_counts(forced) == page_counts(counts)
-    assert snapshot(spark, crawl_root) == (texts, links, frontier)
+    assert snapshot(db) == (texts, links, frontier)
 
     # The same pages extracted by the fetch (its texts rows unmarked, its links rows, per
     # slice): parse extracts nothing and ends with the same tables.
-    other = crawl_root + "-fetch-extracted"
+    other = db.root + "-fetch-extracted"
     shutil.copytree(template_root, other)
     with lease.hold(other, "pytest", spark_cfg):
-        for name in ("pages", "fetches"):
-            tables.append(tables.read(spark, crawl_root, name), other, name)
-        tables.append(
-            tables.read(spark, crawl_root, "crawldb")
-            .select("url_key", "url", "host", F.lit("queued").alias("status"))
-            .select(
-                [
-                    F.col(c) if c in ("url_key", "url", "host", "status") else F.lit(None).alias(c)
-                    for c in CRAWLDB.fieldNames()
-                ]
-            ),
-            other,
-            "crawldb",
-        )
-        extracted = extract_pages(tables.read(spark, other, "pages"), spark_cfg)
-        tables.append(texts_of(extracted), other, "texts")
-        tables.append(links_table(extracted), other, "links")
-        fetched = update_stage.run(StageRun(spark, other, spark_cfg, 3, first=True))
-    assert page_counts(fetched) == {**page_counts(counts), "extracted": 0}
-    assert snapshot(spark, other) == (texts, links, frontier)
+        odb = open_db(request, engine, other, spark_cfg)
+        try:
+            for name, schema in (("pages", PAGES), ("fetches", FETCHES)):
+                odb.append(rel(odb, schema, db.collect(db.table(name))), name)
+            known = db.collect(db.table("crawldb", columns=["url_key", "url", "host"]))
+            odb.append(rel(odb, CRAWLDB, known, status="queued"), "crawldb")
+            extracted = extract(odb, odb.table("pages"), spark_cfg)
+            odb.append(odb.sql(texts_of(), extracted=extracted), "texts")
+            odb.append(odb.sql(links_table(), extracted=extracted), "links")
+            fetched = update_stage.run(StageRun(odb, spark_cfg, 3, first=True))
+            assert page_counts(fetched) == {**page_counts(counts), "extracted": 0}
+            assert snapshot(odb) == (texts, links, frontier)
+        finally:
+            odb.close()
 
 
-def test_duplicate_marks_outlive_the_texts_write_without_rereading_it(spark, spark_cfg, crawl_root):
+def test_duplicate_marks_outlive_the_texts_write_without_rereading_it(engine, spark_cfg, crawl_db):
     # The marks are read by three writer threads while one of them replaces texts of the
     # generation: they must not be recomputed from (or name) the texts table.
-    run = StageRun(spark, crawl_root, spark_cfg, 3)
-    texts = texts_of(extract_pages(tables.read(spark, crawl_root, "pages"), spark_cfg))
-    marks = pages_stage.duplicate_marks(run, texts)
-    plan = marks._jdf.queryExecution().analyzed().toString()
-    assert "Relation" not in plan and "LogicalRDD" in plan
-    before = sorted(r.asDict().items() for r in marks.collect())
+    db = crawl_db
+    texts = db.keep(db.sql(texts_of(), extracted=extract(db, db.table("pages"), spark_cfg)))
+    marks = pages_stage.duplicate_marks(StageRun(db, spark_cfg, 3), texts)
+    if engine == "spark":
+        plan = marks._jdf.queryExecution().analyzed().toString()
+        assert "Relation" not in plan and "LogicalRDD" in plan
+    else:  # a table of the engine's own database, not a view over a Delta table
+        assert marks.type == "TABLE_RELATION"
+    before = sorted(tuple(sorted(r.items())) for r in db.collect(marks))
     assert len(before) == 1  # a.html, an exact copy of copy.html
-    tables.append(texts, crawl_root, "texts")  # a new version of the table the marks came from
-    assert sorted(r.asDict().items() for r in marks.collect()) == before
+    db.append(texts, "texts")  # a new version of the table the marks came from
+    assert sorted(tuple(sorted(r.items())) for r in db.collect(marks)) == before
 
 
-def test_key_collisions_are_targets_a_known_url_has_the_key_of(spark):
+def test_key_collisions_are_targets_a_known_url_has_the_key_of(db):
     """A target whose url_key a known URL has under another URL is a collision (the anti-join
     would take it as known); the same URL under its own key, or a new key, is not."""
     k_same, k_forged, k_new = url_key("http://a.org/"), url_key("http://b.org/x"), 12345
-    targets = spark.createDataFrame(
+    targets = rel(
+        db,
+        struct_of(("dst_key", L), ("dst_url", S)),
         [
-            (k_same, "http://a.org/"),  # known, same URL
-            (k_forged, "http://b.org/x"),  # known key, another URL: a collision
-            (k_forged, "http://b.org/x"),  # linked twice: one pair
-            (k_new, "http://c.org/"),  # unknown key
+            {"dst_key": k_same, "dst_url": "http://a.org/"},  # known, same URL
+            {"dst_key": k_forged, "dst_url": "http://b.org/x"},  # known key, another URL
+            {"dst_key": k_forged, "dst_url": "http://b.org/x"},  # linked twice: one pair
+            {"dst_key": k_new, "dst_url": "http://c.org/"},  # unknown key
         ],
-        "dst_key long, dst_url string",
     )
-    known = spark.createDataFrame(
-        [(k_same, "http://a.org/"), (k_forged, "http://elsewhere.net/y")],
-        "url_key long, url string",
+    known = rel(
+        db,
+        struct_of(("url_key", L), ("url", S)),
+        [
+            {"url_key": k_same, "url": "http://a.org/"},
+            {"url_key": k_forged, "url": "http://elsewhere.net/y"},
+        ],
     )
-    got = [r.asDict() for r in key_collisions(targets, known).collect()]
-    assert got == [
+    assert run(db, key_collisions(), targets=targets, known=known) == [
         {"dst_key": k_forged, "dst_url": "http://b.org/x", "known_url": "http://elsewhere.net/y"}
     ]
 
 
-def test_a_page_past_extract_max_seconds_is_a_row_with_extract_timeout(spark, spark_cfg):
+def test_a_page_past_extract_max_seconds_is_a_row_with_extract_timeout(db, spark_cfg):
     """issue 37: a page that stalls extraction stalls the task no more; it is an error row and
-    the other pages of the partition are extracted (the UDF's child process is killed)."""
+    the other pages of the partition are extracted (the extraction's child process is
+    killed)."""
     rows = page_rows(gen=3)
     slow = dict(
         rows[0], url="http://site.test/slow.html", url_key=url_key("http://site.test/slow.html")
     )
     slow["body"] = b"<p>Words of a long article, paragraph after paragraph. </p>" * 120_000
     cfg = replace(spark_cfg, extract__max_seconds=1.0, parse__max_html_bytes=16 << 20)
-    pages = spark.createDataFrame(
-        [tuple(r.get(f) for f in PAGES.fieldNames()) for r in [*rows, slow]], PAGES
-    ).coalesce(1)  # one task: the slow page and the others in one Python worker
-    extracted = {r["url"]: r for r in extract_pages(pages, cfg).collect()}
+    pages = rel(db, PAGES, [*rows, slow])
+    # one task: the slow page and the others in one worker
+    extracted = by(db.collect(extract(db, pages, cfg, partitions=1)), "url")
     assert extracted["http://site.test/slow.html"]["error"].startswith("extract_timeout: ")
     assert extracted["http://site.test/slow.html"]["text"] is None
     assert extracted["http://site.test/a.html"]["error"] is None, extracted[

@@ -1,4 +1,5 @@
-"""crawl init / seed / sql against real Delta tables under tmp_path (shared SparkSession)."""
+"""crawl init / seed / sql against real Delta tables under tmp_path (shared SparkSession): init
+and seed on each engine in turn (`--engine`), Spark's Delta reading what they wrote."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pyspark.sql.types import StructType
 from crawllib.cli import main
 from crawllib.store import lease, tables
 from crawllib.store.spark_schemas import CRAWLDB, TABLES
-from tests.conftest import test_config_overrides
+from tests.conftest import open_db, test_config_overrides
 
 SEEDS = (
     """\
@@ -35,17 +36,26 @@ http://169.254.169.254/latest/meta-data/
 )
 
 
+# the engine the commands that take --engine run on (the `root` fixture sets it per test)
+ENGINE = {"name": "auto"}
+ENGINE_COMMANDS = ("init", "seed")
+
+
 def crawl(*argv: str) -> int:
     args = list(argv)
+    if args[0] in ENGINE_COMMANDS:
+        args += ["--engine", ENGINE["name"]]
     for override in test_config_overrides():
         args += ["--set", override]
     return main(args)
 
 
 @pytest.fixture
-def root(tmp_path, spark, spark_cfg):
-    """A new crawl root whose writer lease this process holds for the test (the commands it
-    runs hold it again)."""
+def root(tmp_path, engine, spark, spark_cfg, monkeypatch):
+    """A new crawl root, made by `crawl init` on ``engine`` (which the test's init and seed
+    commands run on too), whose writer lease this process holds for the test (the commands
+    it runs hold it again)."""
+    monkeypatch.setitem(ENGINE, "name", engine)
     path = str(tmp_path / "crawl")
     with lease.hold(path, "pytest", spark_cfg):
         assert crawl("init", path) == 0
@@ -121,14 +131,16 @@ ADDED = {"domain", "surt", "language_detected"}
 
 @pytest.mark.slow  # init_tables makes every table of a root
 def test_tables_of_an_older_crawllib_get_the_new_columns_null_and_new_rows_fill_them(
-    spark, spark_cfg, tmp_path
+    request, engine, spark, spark_cfg, tmp_path
 ):
     root = str(tmp_path / "old")
     with lease.hold(root, "pytest", spark_cfg):
-        old_tables_get_new_columns(spark, root)
+        old_tables_get_new_columns(spark, open_db(request, engine, root, spark_cfg))
 
 
-def old_tables_get_new_columns(spark, root):
+def old_tables_get_new_columns(spark, db):
+    """Tables of an older crawllib made by Spark, brought up to date by ``db``'s engine."""
+    root = db.root
     for name in ("fetches", "pages", "texts"):
         schema, partitions = TABLES[name]
         old = StructType([f for f in schema.fields if f.name not in ADDED])
@@ -139,7 +151,7 @@ def old_tables_get_new_columns(spark, root):
         spark.createDataFrame([tuple(row.get(f) for f in old.fieldNames())], old).write.format(
             "delta"
         ).mode("append").save(tables.table_path(root, name))
-    tables.init_tables(spark, root, upgrade=True)
+    db.init_tables(upgrade=True)
     for name in ("fetches", "pages", "texts"):
         schema, _ = TABLES[name]
         added = ADDED & set(schema.fieldNames())

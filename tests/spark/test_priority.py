@@ -1,31 +1,23 @@
 """Priority: the cash pages pass their links, plan's order by score and its top_n, update
-adding a generation's cash to known URLs once."""
+adding a generation's cash to known URLs once; on both engines."""
 
 from __future__ import annotations
 
 import datetime as dt
 
 import pytest
-from pyspark.sql import functions as F
 
 from crawllib.config import replace
 from crawllib.stages import update
 from crawllib.stages.base import StageRun
-from crawllib.store import tables
-from crawllib.store.spark_schemas import CRAWLDB, FETCHES, FRONTIER, LINKS, TEXTS
+from crawllib.store.schemas import CRAWLDB, FETCHES, FRONTIER, LINKS, TEXTS, D, I, L, S, struct_of
 from crawllib.transforms.parse import next_frontier
 from crawllib.transforms.plan import count_decisions, plan_decisions
 from crawllib.transforms.priority import link_cash
+from tests.rows import by, rel, run
 
 GEN = 2
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
-
-
-def frame(spark, schema, rows):
-    """A DataFrame of `schema` from dicts; missing keys are null."""
-    return spark.createDataFrame(
-        [tuple(row.get(f.name) for f in schema.fields) for row in rows], schema
-    )
 
 
 def link(src, dst, dst_host, src_host="x"):
@@ -50,24 +42,26 @@ SOURCES = {
 }
 
 
-def sources_and_links(spark):
-    sources = spark.createDataFrame(
-        list(SOURCES), "url_key long, host string, score double, duplicate_of long"
-    )
-    links = frame(
-        spark,
+SOURCE_ROWS = struct_of(("url_key", L), ("host", S), ("score", D), ("duplicate_of", L))
+DEPTHS = struct_of(("url_key", L), ("depth", I))
+
+
+def sources_and_links(db):
+    sources = rel(db, SOURCE_ROWS, [dict(zip(SOURCE_ROWS.names, s, strict=True)) for s in SOURCES])
+    links = rel(
+        db,
         LINKS,
         [link(s[0], d, h, s[1]) for s, targets in SOURCES.items() for d, h in targets],
     )
     return sources, links
 
 
-def test_link_cash_splits_a_pages_cash_and_counts_each_linking_host_once(spark, spark_cfg):
-    sources, links = sources_and_links(spark)
+def test_link_cash_splits_a_pages_cash_and_counts_each_linking_host_once(db, spark_cfg):
+    sources, links = sources_and_links(db)
     cfg = replace(
         spark_cfg, generate__internal_link_weight=0.25, generate__duplicate_link_weight=0.1
     )
-    cash = {r["dst_key"]: r["cash"] for r in link_cash(links, sources, cfg).collect()}
+    cash = {r["dst_key"]: r["cash"] for r in run(db, link_cash(cfg), links=links, sources=sources)}
     assert cash == pytest.approx(
         {
             10: 1.0 + 1.0,  # a.com's 1; c.com twice (1 and 0.5): its largest share only
@@ -77,12 +71,12 @@ def test_link_cash_splits_a_pages_cash_and_counts_each_linking_host_once(spark, 
     )
 
 
-def test_next_frontier_rows_carry_the_cash_of_their_links(spark, spark_cfg):
-    sources, links = sources_and_links(spark)
-    cash = link_cash(links, sources, spark_cfg)
-    pages = spark.createDataFrame([(k, 0) for k, *_ in SOURCES], "url_key long, depth int")
-    known = spark.createDataFrame([(11, 0)], "url_key long, depth int")  # no shorter path
-    rows = next_frontier(links, pages, known, GEN, cash).collect()
+def test_next_frontier_rows_carry_the_cash_of_their_links(db, spark_cfg):
+    sources, links = sources_and_links(db)
+    cash = db.sql(link_cash(spark_cfg), links=links, sources=sources)
+    pages = rel(db, DEPTHS, [{"url_key": k, "depth": 0} for k, *_ in SOURCES])
+    known = rel(db, DEPTHS, [{"url_key": 11, "depth": 0}])  # no shorter path
+    rows = run(db, next_frontier(GEN, cash=True), links=links, pages=pages, known=known, cash=cash)
     assert {r["url_key"] for r in rows} == {10, 12}
     assert {r["url_key"]: r["score"] for r in rows} == pytest.approx({10: 2.0, 12: 0.6})
 
@@ -112,26 +106,29 @@ CANDIDATES = [
 ]
 
 
-def planned(spark, cfg):
-    frontier = frame(spark, FRONTIER, CANDIDATES)
-    crawldb = frame(spark, CRAWLDB, [])
-    decided = plan_decisions(frontier, crawldb, cfg, GEN).cache()
-    chosen = {r["url_key"] for r in decided.where(~F.col("deferred")).collect()}
-    return chosen, count_decisions(decided).first().asDict()
+def planned(db, cfg):
+    frontier = rel(db, FRONTIER, CANDIDATES)
+    crawldb = rel(db, CRAWLDB, [])
+    decided = db.keep(db.sql(plan_decisions(cfg, GEN), frontier=frontier, crawldb=crawldb))
+    rows = db.collect(decided)
+    assert len(rows) == len(CANDIDATES)
+    chosen = {r["url_key"] for r in rows if not r["deferred"]}
+    counts = db.one_row(db.sql(count_decisions(cfg.generate.max_per_host), decided=decided))
+    return chosen, counts
 
 
-def test_plan_fills_each_hosts_quota_highest_score_first_or_breadth_first(spark, spark_cfg):
+def test_plan_fills_each_hosts_quota_highest_score_first_or_breadth_first(db, spark_cfg):
     cfg = replace(spark_cfg, generate__max_per_host=2, crawl__max_depth=5)
-    chosen, counts = planned(spark, cfg)
+    chosen, counts = planned(db, cfg)
     assert chosen == {3, 4, 5, 6}
     assert counts["deferred_cap"] == 2 and counts["deferred_top_n"] == 0
-    chosen, _ = planned(spark, replace(cfg, generate__order="depth"))
+    chosen, _ = planned(db, replace(cfg, generate__order="depth"))
     assert chosen == {1, 2, 5, 6}
 
 
-def test_plan_top_n_keeps_the_generations_highest_scores(spark, spark_cfg):
+def test_plan_top_n_keeps_the_generations_highest_scores(db, spark_cfg):
     cfg = replace(spark_cfg, generate__max_per_host=2, generate__top_n=3, crawl__max_depth=5)
-    chosen, counts = planned(spark, cfg)
+    chosen, counts = planned(db, cfg)
     assert chosen == {3, 6, 4}  # 5.0, 3.0, 2.0; 5 (1.0) waits for the next generation
     assert counts["planned"] == 3
     assert counts["deferred_top_n"] == 1 and counts["deferred_cap"] == 2
@@ -168,38 +165,40 @@ def fetch_row(key):
     }
 
 
-def scores(spark, root):
-    rows = tables.read(spark, root, "crawldb").collect()
+def scores(db):
+    rows = db.collect(db.table("crawldb"))
+    assert rows
     return {r["url_key"]: (r["score"], r["score_gen"]) for r in rows}
 
 
-def test_update_adds_a_generations_cash_to_known_urls_once(spark, spark_cfg, new_root):
-    root = new_root
+def test_update_adds_a_generations_cash_to_known_urls_once(db, spark_cfg):
     before = [
         crawldb_row(1, status="queued", score=1.0),  # fetched in GEN: links to 2, 3 and 4
         crawldb_row(2, status="queued", score=0.5),  # known, not fetched: cash added
         crawldb_row(3, score=2.0, score_gen=GEN),  # had GEN's cash already: unchanged
     ]
-    tables.append(frame(spark, CRAWLDB, before), root, "crawldb")
+    db.append(rel(db, CRAWLDB, before), "crawldb")
     # 5: fetched in GEN too, by following a link (not in crawldb): links back to 1
-    tables.append(frame(spark, FETCHES, [fetch_row(1), fetch_row(5)]), root, "fetches")
+    db.append(rel(db, FETCHES, [fetch_row(1), fetch_row(5)]), "fetches")
     texts = [
         {"gen": GEN, "slice": 0, "url_key": k, "url": f"http://a.com/{k}", "host": "a.com"}
         for k in (1, 5)
     ]
-    tables.append(frame(spark, TEXTS, texts), root, "texts")
+    db.append(rel(db, TEXTS, texts), "texts")
     links = [link(1, 2, "b.com", "a.com"), link(1, 3, "c.com", "a.com"), link(1, 4, "d.com")]
     links.append(link(5, 1, "a.com", "a.com"))
-    tables.append(frame(spark, LINKS, links), root, "links")
+    db.append(rel(db, LINKS, links), "links")
 
-    update.run(StageRun(spark, root, spark_cfg, GEN))
-    first = scores(spark, root)
+    update.run(StageRun(db, spark_cfg, GEN))
+    first = scores(db)
     internal = spark_cfg.generate.internal_link_weight
     assert first[1] == pytest.approx((1.0 + 1.0 * internal, GEN))  # 5's cash (1), own host
     assert first[2] == pytest.approx((0.5 + 2.0 / 3, GEN))  # 1's cash (1 + 1.0) over 3 links
     assert first[3] == (2.0, GEN)
     assert first[5] == (None, None)  # nothing links to it in GEN
-    assert 4 not in first  # a new URL: parse gave it its cash in the frontier
+    assert 4 not in first  # a new URL: its cash goes with its frontier row
+    queued = by(db.collect(db.table("frontier", f"gen = {GEN + 1}")))
+    assert queued[4]["score"] == pytest.approx(2.0 / 3)
 
-    update.run(StageRun(spark, root, spark_cfg, GEN))
-    assert scores(spark, root) == first
+    update.run(StageRun(db, spark_cfg, GEN))
+    assert scores(db) == first

@@ -22,6 +22,7 @@ from crawllib.core.vocab import TABLE_NAMES
 from crawllib.runs import runner
 from crawllib.sql import duckdb_engine
 from crawllib.store import lease
+from crawllib.store.spark_db import SparkDb
 from crawllib.store.spark_schemas import TABLES
 from crawllib.testweb import WebSpec, serve_in_thread
 
@@ -45,14 +46,14 @@ def root(spark, spark_cfg, tmp_path_factory):
         seeds = tmp_path_factory.mktemp("seeds") / "seeds.txt"
         seeds.write_text("\n".join(web.seeds()) + "\n")
         with lease.hold(path, "pytest", cfg):
-            runner.run_crawl(spark, path, cfg, str(seeds), 2)
+            runner.run_crawl(SparkDb(spark, path, cfg), cfg, str(seeds), 2)
             # two revisits per host: update's MERGE replaces a few of crawldb's rows, which
             # stay in their files, marked deleted in deletion vectors
             later = dt.datetime.now(dt.UTC) + dt.timedelta(days=3)
             revisit = config_mod.replace(
                 cfg, crawl__now=later.isoformat(), generate__max_per_host=2
             )
-            runner.run_generation(spark, path, revisit)
+            runner.run_generation(SparkDb(spark, path, revisit), revisit)
     return path
 
 

@@ -13,10 +13,11 @@ import sys
 import pytest
 
 from crawllib import cli
-from crawllib.config import config_toml
+from crawllib.config import config_toml, make_config
 from crawllib.sql.guard import ALLOWED_FUNCTIONS
 from crawllib.stages.seeding import seed
 from crawllib.store import integrity, lease
+from crawllib.store.spark_db import SparkDb
 
 SPARK = ["--engine", "spark"]
 
@@ -30,7 +31,7 @@ def root(spark, spark_cfg, template_root, tmp_path_factory):
     seeds = tmp_path_factory.mktemp("seeds") / "seeds.txt"
     seeds.write_text("http://a.site1.net/\nhttp://b.site2.org/x\n")
     with lease.hold(path, "pytest", spark_cfg):
-        seed(spark, path, str(seeds), spark_cfg, 0)
+        seed(SparkDb(spark, path, spark_cfg), str(seeds), spark_cfg, 0)
     return path
 
 
@@ -45,7 +46,7 @@ def secret(spark):
 
 def state(spark, root):
     """Every table's Delta version: any change of a table is a new version."""
-    return integrity.current_versions(spark, root)
+    return integrity.current_versions(SparkDb(spark, root, make_config()))
 
 
 @pytest.mark.parametrize(

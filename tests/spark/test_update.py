@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import datetime as dt
 
-import pytest
-from chispa import assert_df_equality
-from delta.tables import DeltaTable
-from pyspark.sql import functions as F
-
 from crawllib.config import replace
 from crawllib.core.urls import url_key
 from crawllib.stages import update
 from crawllib.stages.base import StageRun
-from crawllib.store import tables
-from crawllib.store.spark_schemas import CRAWLDB, FETCHES, FRONTIER, SITEMAPS, TEXTS
+from crawllib.store.schemas import CRAWLDB, FETCHES, FRONTIER, SITEMAPS, TEXTS
+from crawllib.transforms.sqltext import timestamp_of
 from crawllib.transforms.update import (
     crawldb_updates,
     redirect_frontier,
 )
+from tests.rows import by, rel, run
 
 GEN = 3
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
@@ -26,11 +22,14 @@ T1 = dt.datetime(2026, 1, 2, 12, 0, 0)
 FETCHED_AT = dt.datetime(2026, 1, 2, 11, 0, 0)
 
 
-def frame(spark, schema, rows):
-    """A DataFrame of `schema` from dicts; missing keys are null."""
-    return spark.createDataFrame(
-        [tuple(row.get(f.name) for f in schema.fields) for row in rows], schema
-    )
+def epoch(at: dt.datetime) -> float:
+    """Epoch seconds of a naive UTC time."""
+    return at.replace(tzinfo=dt.UTC).timestamp()
+
+
+def full(schema, row):
+    """``row`` with every column of ``schema`` (missing ones null), as collect gives it."""
+    return {n: row.get(n) for n in schema.names}
 
 
 def known(key, attempts=0, last_gen=None, http_status=None, content_hash=None, depth=1):
@@ -277,10 +276,7 @@ MARKED_TEXT_ROWS = [
 ]
 
 
-def test_each_fetch_outcome_maps_to_its_crawldb_status(spark, spark_cfg):
-    crawldb = frame(spark, CRAWLDB, [before for before, _, _ in CASES if before])
-    fetches = frame(spark, FETCHES, [f for _, f, _ in CASES])
-    texts = frame(spark, TEXTS, MARKED_TEXT_ROWS)
+def test_each_fetch_outcome_maps_to_its_crawldb_status(db, spark_cfg):
     cfg = replace(
         spark_cfg,
         fetch__max_attempts=3,
@@ -288,9 +284,19 @@ def test_each_fetch_outcome_maps_to_its_crawldb_status(spark, spark_cfg):
         recrawl__dec_rate=0.2,  # Nutch's rates: the figures in CASES
         recrawl__inc_rate=0.4,
     )
-    actual = crawldb_updates(fetches, texts, crawldb, GEN, cfg, updated_at=F.lit(T1))
-    expected = frame(spark, CRAWLDB, [a for _, _, a in CASES])
-    assert_df_equality(actual.orderBy("url_key"), expected.orderBy("url_key"), ignore_nullable=True)
+    actual = by(
+        run(
+            db,
+            crawldb_updates(cfg, GEN, updated_at=timestamp_of(epoch(T1))),
+            fetches=rel(db, FETCHES, [f for _, f, _ in CASES]),
+            texts=rel(db, TEXTS, MARKED_TEXT_ROWS),
+            crawldb=rel(db, CRAWLDB, [before for before, _, _ in CASES if before]),
+        )
+    )
+    expected = by(full(CRAWLDB, a) for _, _, a in CASES)
+    assert sorted(actual) == sorted(expected)
+    for key, row in expected.items():
+        assert actual[key] == row, f"url_key {key}"
 
 
 REDIRECTS = [
@@ -324,11 +330,14 @@ EXPECTED_REDIRECTS = [
 ]
 
 
-def test_redirect_targets_not_in_crawldb_go_to_the_next_frontier(spark):
-    crawldb = frame(spark, CRAWLDB, [{**known(url_key("http://site.test/1"))}])
-    actual = redirect_frontier(frame(spark, FETCHES, REDIRECTS), crawldb, GEN)
-    expected = frame(spark, FRONTIER, EXPECTED_REDIRECTS)
-    assert_df_equality(actual.orderBy("url_key"), expected.orderBy("url_key"), ignore_nullable=True)
+def test_redirect_targets_not_in_crawldb_go_to_the_next_frontier(db):
+    actual = run(
+        db,
+        redirect_frontier(GEN),
+        fetches=rel(db, FETCHES, REDIRECTS),
+        crawldb=rel(db, CRAWLDB, [known(url_key("http://site.test/1"))]),
+    )
+    assert by(actual) == by(full(FRONTIER, r) for r in EXPECTED_REDIRECTS)
 
 
 # update's counts of the fetched URLs (the rest count the generation's pages)
@@ -355,16 +364,15 @@ UPDATE_COUNTS = (
 )
 
 
-@pytest.fixture
-def root(new_root):
-    return new_root
+def crawldb_rows(db):
+    return sorted(db.collect(db.table("crawldb")), key=lambda r: r["url_key"])
 
 
-def crawldb_rows(spark, root):
-    return sorted(tables.read(spark, root, "crawldb").collect(), key=lambda r: r["url_key"])
+def next_frontier(db):
+    return db.collect(db.table("frontier", f"gen = {GEN + 1}"))
 
 
-def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
+def test_update_stage_merges_once_and_queues_redirects(db, spark_cfg):
     cfg = replace(
         spark_cfg,
         fetch__max_attempts=3,
@@ -373,11 +381,11 @@ def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
         recrawl__inc_rate=0.4,
     )
     before = [b for b, _, _ in CASES if b] + [known(url_key("http://site.test/1"))]
-    tables.append(frame(spark, CRAWLDB, before), root, "crawldb")
-    tables.append(frame(spark, FETCHES, [f for _, f, _ in CASES] + REDIRECTS[:4]), root, "fetches")
-    tables.append(frame(spark, TEXTS, TEXT_ROWS), root, "texts")
+    db.append(rel(db, CRAWLDB, before), "crawldb")
+    db.append(rel(db, FETCHES, [f for _, f, _ in CASES] + REDIRECTS[:4]), "fetches")
+    db.append(rel(db, TEXTS, TEXT_ROWS), "texts")
 
-    counts = update.run(StageRun(spark, root, cfg, GEN))
+    counts = update.run(StageRun(db, cfg, GEN))
     statuses_counted = {k: v for k, v in counts.as_counts().items() if k in UPDATE_COUNTS}
     assert statuses_counted == {
         "urls": 23,
@@ -400,28 +408,23 @@ def test_update_stage_merges_once_and_queues_redirects(spark, spark_cfg, root):
         "too_many_redirects": 0,  # redirect chains ending: e2e test_limits.py
         "bad_location": 0,
     }
-    statuses = {r["url_key"]: r["status"] for r in crawldb_rows(spark, root)}
+    statuses = {r["url_key"]: r["status"] for r in crawldb_rows(db)}
     assert statuses[7] == "failed" and statuses[12] == "queued" and statuses[13] == "fetched"
-    frontier = tables.read(spark, root, "frontier").filter(F.col("gen") == GEN + 1)
-    assert sorted((r["url"], r["reason"], r["depth"]) for r in frontier.collect()) == [
+    assert sorted((r["url"], r["reason"], r["depth"]) for r in next_frontier(db)) == [
         ("http://other.example.com/x", "redirect", 2),
         ("http://site.test/new", "redirect", 1),
     ]
 
-    first = crawldb_rows(spark, root)
-    crawldb_table = DeltaTable.forPath(spark, tables.table_path(root, "crawldb"))
-    version = crawldb_table.history(1).collect()[0]["version"]
-    assert update.run(StageRun(spark, root, cfg, GEN)) == counts
-    assert crawldb_rows(spark, root) == first
-    # the rerun's MERGE changes no row: with deletion vectors Delta commits no version for it
-    history = crawldb_table.history(1).collect()
-    assert history[0]["version"] == version
-    assert frontier.count() == 2
+    first = crawldb_rows(db)
+    version = db.version_of("crawldb")
+    assert update.run(StageRun(db, cfg, GEN)) == counts
+    assert crawldb_rows(db) == first
+    # the rerun's MERGE changes no row: no engine commits a version for it
+    assert db.version_of("crawldb") == version
+    assert len(next_frontier(db)) == 2
 
 
-def test_sitemap_hints_make_changed_pages_due_and_replace_a_default_interval(
-    spark, spark_cfg, root
-):
+def test_sitemap_hints_make_changed_pages_due_and_replace_a_default_interval(db, spark_cfg):
     week = 7 * DAY
     default = {"fetch_interval": DAY, "interval_source": "default"}
     default["next_fetch_at"] = T_OLD + dt.timedelta(days=1)
@@ -431,13 +434,18 @@ def test_sitemap_hints_make_changed_pages_due_and_replace_a_default_interval(
         stored(42, **default),  # changefreq weekly replaces the default day
         {**known(43), "status": "queued"},  # never fetched: no hint applies
     ]
-    tables.append(frame(spark, CRAWLDB, before), root, "crawldb")
+    db.append(rel(db, CRAWLDB, before), "crawldb")
     changed_at = T_OLD + dt.timedelta(hours=3)
 
     def entry(key, lastmod=None, changefreq=None):
-        stamp = lastmod.replace(tzinfo=dt.UTC).timestamp() if lastmod else None
-        url = f"http://site.test/{key}"
-        return (url, key, "site.test", stamp, changefreq, None)
+        return {
+            "url": f"http://site.test/{key}",
+            "url_key": key,
+            "host": "site.test",
+            "lastmod": epoch(lastmod) if lastmod else None,
+            "changefreq": changefreq,
+            "priority": None,
+        }
 
     sitemap = {
         "gen": GEN,
@@ -451,10 +459,10 @@ def test_sitemap_hints_make_changed_pages_due_and_replace_a_default_interval(
             entry(43, lastmod=changed_at, changefreq="daily"),
         ],
     }
-    sitemaps = frame(spark, SITEMAPS, [sitemap])
+    sitemaps = rel(db, SITEMAPS, [sitemap])
     for _ in range(2):  # a rerun changes nothing
-        update.merge_sitemap_hints(spark, root, sitemaps, spark_cfg)
-        rows = {r["url_key"]: r for r in crawldb_rows(spark, root)}
+        update.merge_sitemap_hints(db, sitemaps, spark_cfg)
+        rows = by(crawldb_rows(db))
         assert rows[40]["next_fetch_at"] == changed_at
         assert rows[40]["interval_source"] == "default"
         assert rows[41]["next_fetch_at"] == stored(41)["next_fetch_at"]
@@ -464,15 +472,13 @@ def test_sitemap_hints_make_changed_pages_due_and_replace_a_default_interval(
         assert rows[43]["next_fetch_at"] is None and rows[43]["fetch_interval"] is None
 
 
-def test_redirect_chains_end_past_max_redirects_and_bad_locations_say_why(spark, spark_cfg):
+def test_redirect_chains_end_past_max_redirects_and_bad_locations_say_why(db, spark_cfg):
     cfg = replace(spark_cfg, fetch__max_redirects=2)
-    crawldb = frame(
-        spark,
-        CRAWLDB,
-        [{**known(1), "redirects": 1}, {**known(2), "redirects": 2}, known(3)],
+    crawldb = rel(
+        db, CRAWLDB, [{**known(1), "redirects": 1}, {**known(2), "redirects": 2}, known(3)]
     )
-    fetches = frame(
-        spark,
+    fetches = rel(
+        db,
         FETCHES,
         [
             fetch(1, "redirect", 301, redirect_to="http://site.test/t1"),  # hop 2 of 2
@@ -480,9 +486,17 @@ def test_redirect_chains_end_past_max_redirects_and_bad_locations_say_why(spark,
             fetch(3, "redirect", 302, error_kind="bad_location"),  # Location: ftp://...
         ],
     )
-    queued = redirect_frontier(fetches, crawldb, GEN, cfg.fetch.max_redirects).collect()
+    queued = run(
+        db, redirect_frontier(GEN, cfg.fetch.max_redirects), fetches=fetches, crawldb=crawldb
+    )
     assert [(r["url"], r["redirects"]) for r in queued] == [("http://site.test/t1", 2)]
-    rows = crawldb_updates(fetches, frame(spark, TEXTS, []), crawldb, GEN, cfg).collect()
+    rows = run(
+        db,
+        crawldb_updates(cfg, GEN),
+        fetches=fetches,
+        texts=rel(db, TEXTS, []),
+        crawldb=crawldb,
+    )
     assert {r["url_key"]: (r["status"], r["reason"]) for r in rows} == {
         1: ("redirected", None),
         2: ("redirected", "too_many_redirects"),
@@ -490,48 +504,52 @@ def test_redirect_chains_end_past_max_redirects_and_bad_locations_say_why(spark,
     }
 
 
-def test_a_fetched_urls_depth_is_the_shortest_way_found(spark, spark_cfg):
+def test_a_fetched_urls_depth_is_the_shortest_way_found(db, spark_cfg):
     """A URL the fetch followed at depth 3 that crawldb knows at depth 1 stays at 1; one the
     task reached in fewer links than planned (depth 1, crawldb 3) drops to 1; a URL new to
     crawldb takes its fetch's depth."""
-    crawldb = frame(spark, CRAWLDB, [known(40, depth=1), known(41, depth=3)])
-    fetches = frame(
-        spark,
-        FETCHES,
-        [
-            fetch(40, "ok", 200, depth=3),
-            fetch(41, "ok", 200, depth=1),
-            fetch(42, "ok", 200, depth=2),
-        ],
+    rows = run(
+        db,
+        crawldb_updates(spark_cfg, GEN),
+        fetches=rel(
+            db,
+            FETCHES,
+            [
+                fetch(40, "ok", 200, depth=3),
+                fetch(41, "ok", 200, depth=1),
+                fetch(42, "ok", 200, depth=2),
+            ],
+        ),
+        texts=rel(db, TEXTS, [{"url_key": k, "content_hash": "h"} for k in (40, 41, 42)], gen=GEN),
+        crawldb=rel(db, CRAWLDB, [known(40, depth=1), known(41, depth=3)]),
     )
-    texts = frame(
-        spark, TEXTS, [{"gen": GEN, "url_key": k, "content_hash": "h"} for k in (40, 41, 42)]
-    )
-    rows = crawldb_updates(fetches, texts, crawldb, GEN, spark_cfg).select("url_key", "depth")
-    assert sorted(tuple(r) for r in rows.collect()) == [(40, 1), (41, 1), (42, 2)]
+    assert sorted((r["url_key"], r["depth"]) for r in rows) == [(40, 1), (41, 1), (42, 2)]
 
 
-def test_a_redirect_to_a_known_url_offers_it_a_shorter_path(spark):
+def test_a_redirect_to_a_known_url_offers_it_a_shorter_path(db):
     """Redirect targets crawldb holds deeper than the redirecting URL are offered its depth
     (plan lowers crawldb's); those held as shallow or shallower are not."""
     deep, close = "http://site.test/deep", "http://site.test/close"
-    crawldb = frame(
-        spark,
-        CRAWLDB,
-        [
-            {**known(url_key(deep), depth=4), "url": deep},
-            {**known(url_key(close), depth=1), "url": close},
-        ],
+    rows = run(
+        db,
+        redirect_frontier(GEN),
+        fetches=rel(
+            db,
+            FETCHES,
+            [
+                fetch(50, "redirect", 301, depth=1, redirect_to=deep),
+                fetch(51, "redirect", 301, depth=2, redirect_to=close),
+            ],
+        ),
+        crawldb=rel(
+            db,
+            CRAWLDB,
+            [
+                {**known(url_key(deep), depth=4), "url": deep},
+                {**known(url_key(close), depth=1), "url": close},
+            ],
+        ),
     )
-    fetches = frame(
-        spark,
-        FETCHES,
-        [
-            fetch(50, "redirect", 301, depth=1, redirect_to=deep),
-            fetch(51, "redirect", 301, depth=2, redirect_to=close),
-        ],
-    )
-    rows = redirect_frontier(fetches, crawldb, GEN).collect()
     assert [(r["url"], r["depth"], r["source_url"]) for r in rows] == [
         (deep, 1, "http://site.test/50")
     ]

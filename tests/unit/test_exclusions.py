@@ -96,6 +96,43 @@ def test_regexes_in_the_common_subset_are_accepted(pattern):
     assert parse([f"regex:{pattern}"], "x").patterns == (pattern,)
 
 
+@pytest.mark.parametrize(
+    ("pattern", "fragment"),
+    [
+        ("/a(?=b)", "lookahead or lookbehind"),
+        ("/a(?!b)", "lookahead or lookbehind"),
+        ("(?<=/)admin", "lookahead or lookbehind"),
+        ("(?<!x)/admin", "lookahead or lookbehind"),
+        ("(?>a|ab)c", "atomic group"),
+        ("/a++b", "possessive quantifier (++)"),
+        ("/a*+b", "possessive quantifier (*+)"),
+        ("/a?+b", "possessive quantifier (?+)"),
+        (r"/\d{2}+/", "possessive quantifier ({2}+)"),
+        (r"/(a)\1/", r"backreference or octal escape (\1)"),
+        (r"/[\1-\7]", r"backreference or octal escape (\1)"),
+        (r"/(a)(b)(c)(d)(e)(f)(g)(h)(i)\9", r"backreference or octal escape (\9)"),
+        (r"\.pdf\Z", r"\Z"),
+    ],
+)
+def test_regexes_re2_cannot_run_are_refused(pattern, fragment):
+    """The embedded engine's plan matches regexes with DuckDB, whose RE2 has no lookaround,
+    atomic groups, possessive quantifiers or backreferences: refused when the rules are read,
+    not when a plan fails. Python (3.11) compiles each of them."""
+    with pytest.raises(ValueError) as exc:
+        parse(["domain:ok.com", f"regex:{pattern}"], "rules.txt")
+    message = str(exc.value)
+    assert message.startswith(f"rules.txt:2: {'regex:' + pattern!r}: ")
+    assert fragment in message and "RE2" in message
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["a+?b", "a??b", "a{2,3}?", r"\+\+", "[(?=]x", r"\\1", "(?:a|b)+$", "(?i)x"],
+)
+def test_lazy_quantifiers_and_escaped_look_alikes_are_no_re2_problem(pattern):
+    assert parse([f"regex:{pattern}"], "x").patterns == (pattern,)
+
+
 # --- matching ----------------------------------------------------------------------------
 
 

@@ -1,9 +1,8 @@
 """The engine's records (crawllib.core.records) and the tables (crawllib.store.schemas) stay in step.
 
-The declarations are checked against the tables' StructTypes (pyspark types only, no
-SparkSession), and a real engine run against a loopback server is checked against the
-declarations: each record has exactly the declared keys, with values of the declared types
-and words of the vocabulary.
+The declarations are checked against the tables' schemas (pure Python, no engine), and a real
+engine run against a loopback server is checked against the declarations: each record has
+exactly the declared keys, with values of the declared types and words of the vocabulary.
 """
 
 from __future__ import annotations
@@ -14,19 +13,6 @@ import sys
 import typing
 
 from aiohttp import web
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    DataType,
-    DoubleType,
-    IntegerType,
-    LongType,
-    MapType,
-    StringType,
-    StructType,
-    TimestampType,
-)
 from test_fetch_support import LocalWeb, RawServer, config, row
 
 from crawllib.core.records import (
@@ -47,8 +33,17 @@ from crawllib.core.records import (
 from crawllib.core.vocab import BLOCKED_KINDS, HOST_DOWN_KINDS, ErrorKind, Outcome, Record, words
 from crawllib.engine import fetch_rows
 from crawllib.engine.client import Fetched
+from crawllib.engine.partition import (
+    ENGINE_INPUT,
+    ENGINE_ROBOTS,
+    RESULT_SCHEMA,
+    ROBOTS_RENAMED,
+    engine_type,
+    result_row,
+)
 from crawllib.engine.robots_fetch import REDIRECT_DOWN_KINDS
-from crawllib.store.spark_schemas import (
+from crawllib.store.schemas import (
+    BIN,
     EXTRACTED,
     FETCHES,
     FETCHLIST,
@@ -58,28 +53,30 @@ from crawllib.store.spark_schemas import (
     PAGES,
     ROBOTS,
     TEXTS,
+    Array,
+    B,
+    D,
+    DataType,
+    I,
+    L,
+    Map,
+    Prim,
+    S,
+    Struct,
+    T,
 )
-from crawllib.transforms.fetch_inputs import (
-    ENGINE_INPUT,
-    ENGINE_ROBOTS,
-    PROBE_COLUMNS,
-    RESULT_SCHEMA,
-    ROBOTS_RENAMED,
-    engine_type,
-    result_row,
-)
+from crawllib.transforms.fetch_inputs import PROBE_COLUMNS
 
-S = StringType()
-# Python type of a record value -> the Spark column types that can hold it (a float time is
-# epoch seconds, the tables' timestamp)
-COLUMN_TYPES: dict[object, tuple[type[DataType], ...]] = {
-    int: (IntegerType, LongType),
-    float: (DoubleType, TimestampType),
-    str: (StringType,),
-    bool: (BooleanType,),
-    bytes: (BinaryType,),
+# Python type of a record value -> the column types that can hold it (a float time is epoch
+# seconds, the tables' timestamp)
+COLUMN_TYPES: dict[object, tuple[DataType, ...]] = {
+    int: (I, L),
+    float: (D, T),
+    str: (S,),
+    bool: (B,),
+    bytes: (BIN,),
 }
-GENERIC_COLUMNS: dict[object, DataType] = {dict[str, str]: MapType(S, S), list[str]: ArrayType(S)}
+GENERIC_COLUMNS: dict[object, DataType] = {dict[str, str]: Map(S, S), list[str]: Array(S)}
 
 
 def fits(annotation: object, dtype: DataType) -> bool:
@@ -87,16 +84,16 @@ def fits(annotation: object, dtype: DataType) -> bool:
     python = value_type(annotation)
     if python in GENERIC_COLUMNS:
         return dtype == GENERIC_COLUMNS[python]
-    return isinstance(dtype, COLUMN_TYPES[python])
+    return dtype in COLUMN_TYPES[python]
 
 
-def assert_columns_are_keys(declaration: type, table: StructType, besides: set[str]) -> None:
+def assert_columns_are_keys(declaration: type, table: Struct, besides: set[str]) -> None:
     keys = fields(declaration)
     for f in table.fields:
         if f.name in besides:
             continue
         assert f.name in keys, f"{f.name} is not a {declaration.__name__} key"
-        assert fits(keys[f.name], f.dataType), (f.name, keys[f.name], f.dataType)
+        assert fits(keys[f.name], f.type), (f.name, keys[f.name], f.type)
 
 
 def test_every_fetches_column_but_gen_and_slice_is_a_fetch_record_key():
@@ -108,7 +105,7 @@ def test_every_pages_column_but_gen_slice_and_content_hash_is_a_fetch_record_key
 
 
 def test_a_robots_record_is_a_robots_row():
-    assert list(fields(RobotsRecord)) == ["record", *ROBOTS.fieldNames()]
+    assert list(fields(RobotsRecord)) == ["record", *ROBOTS.names]
     assert_columns_are_keys(RobotsRecord, ROBOTS, set())
 
 
@@ -116,15 +113,15 @@ def test_a_host_record_is_a_hosts_row_less_what_the_stage_adds():
     stage_adds = {"urls_attempted", "pages", "bytes", "urls_tried", "first_gen", "last_gen"}
     stage_adds |= {"gen", "slice"}
     assert_columns_are_keys(HostRecord, HOSTS, stage_adds | {"updated_at"})
-    assert set(fields(HostRecord)) - set(HOSTS.fieldNames()) == {"record"}
+    assert set(fields(HostRecord)) - set(HOSTS.names) == {"record"}
     # what a slot starts from is a part of its row
-    assert set(fields(HostState)) <= set(HOSTS.fieldNames())
+    assert set(fields(HostState)) <= set(HOSTS.names)
     for key, annotation in fields(HostState).items():
-        assert fits(annotation, HOSTS[key].dataType), key
+        assert fits(annotation, HOSTS[key].type), key
 
 
 def test_fetch_record_keys_beyond_the_tables():
-    assert set(fields(FetchRecord)) - {*FETCHES.fieldNames(), *PAGES.fieldNames()} == {
+    assert set(fields(FetchRecord)) - {*FETCHES.names, *PAGES.names} == {
         "record",
         "error_detail",
         "extracted",  # becomes a texts row and links rows
@@ -133,20 +130,20 @@ def test_fetch_record_keys_beyond_the_tables():
 
 
 def test_an_extraction_is_a_texts_row_and_links_rows():
-    assert EXTRACTED.fieldNames() == list(fields(Extracted))
-    assert LINK.fieldNames() == list(fields(Link))
+    assert list(EXTRACTED.names) == list(fields(Extracted))
+    assert list(LINK.names) == list(fields(Link))
     for key, annotation in fields(Extracted).items():
         if key != "links":
-            assert fits(annotation, TEXTS[key].dataType), key
+            assert fits(annotation, TEXTS[key].type), key
     for key, annotation in fields(Link).items():
-        assert fits(annotation, LINKS[key].dataType), key
-    assert RESULT_SCHEMA["extracted"].dataType == EXTRACTED
+        assert fits(annotation, LINKS[key].type), key
+    assert RESULT_SCHEMA["extracted"].type == EXTRACTED
 
 
 def test_the_engine_input_is_fetchlist_columns():
     assert ENGINE_INPUT == tuple(fields(FetchInput))
     for key, annotation in fields(FetchInput).items():
-        assert fits(annotation, FETCHLIST[key].dataType), key
+        assert fits(annotation, FETCHLIST[key].type), key
 
 
 def test_record_kinds_are_the_vocabulary():
@@ -161,13 +158,13 @@ def test_record_kinds_are_the_vocabulary():
 
 
 def test_a_probe_record_is_typed_as_a_fetches_row_and_a_texts_row():
-    """Its answer's keys are fetches columns, its fingerprints texts columns, so that Spark
-    compares them with the pages' texts rows as they are."""
+    """Its answer's keys are fetches columns, its fingerprints texts columns, so that the rules
+    compare them with the pages' texts rows as they are."""
     for key, annotation in fields(ProbeRecord).items():
         table = TEXTS if key in ("text_chars", "content_hash", "simhash") else FETCHES
         if key != "record":
-            assert fits(annotation, table[key].dataType), key
-            assert RESULT_SCHEMA[key].dataType == engine_type(table[key].dataType), key
+            assert fits(annotation, table[key].type), key
+            assert RESULT_SCHEMA[key].type == engine_type(table[key].type), key
     assert PROBE_COLUMNS == tuple(fields(ProbeRecord))[1:]
 
 
@@ -198,9 +195,9 @@ def test_result_schema_holds_every_table_column_in_engine_types():
         for f in table.fields:
             if f.name not in besides:
                 column = RESULT_SCHEMA[renamed.get(f.name, f.name)]
-                assert column.dataType == engine_type(f.dataType), f.name
-    assert ENGINE_ROBOTS.fieldNames() == list(fields(RobotsRecord))[1:]
-    assert RESULT_SCHEMA["fetched_at"].dataType == ENGINE_ROBOTS["expires_at"].dataType
+                assert column.type == engine_type(f.type), f.name
+    assert list(ENGINE_ROBOTS.names) == list(fields(RobotsRecord))[1:]
+    assert RESULT_SCHEMA["fetched_at"].type == ENGINE_ROBOTS["expires_at"].type
 
 
 def test_redirect_down_kinds_cover_the_host_down_kinds():
@@ -208,25 +205,34 @@ def test_redirect_down_kinds_cover_the_host_down_kinds():
     assert set(REDIRECT_DOWN_KINDS.values()) <= set(words(ErrorKind))
 
 
-def test_spark_side_modules_never_import_aiohttp():
+def test_stage_side_modules_never_import_aiohttp():
+    """The stages and the task code they hand to the engines load no network client: a fetch
+    task imports it when it runs (on an executor, or in a worker process)."""
     code = (
-        "import sys, crawllib.core.records, crawllib.transforms.fetch_inputs, crawllib.stages.fetch\n"
+        "import sys, crawllib.core.records, crawllib.engine.partition, "
+        "crawllib.transforms.fetch_inputs, crawllib.stages.fetch, crawllib.store.workers\n"
         "assert 'aiohttp' not in sys.modules, 'aiohttp imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-SPARK_VALUES: dict[type[DataType], type] = {
-    IntegerType: int,
-    LongType: int,
-    DoubleType: float,
-    StringType: str,
-    BooleanType: bool,
-    BinaryType: bytes,
-    MapType: dict,
-    ArrayType: list,
-    StructType: tuple,
+# A primitive column's values in a result row, by the type's name
+PRIMITIVE_VALUES: dict[str, type] = {
+    "int": int,
+    "bigint": int,
+    "double": float,
+    "string": str,
+    "boolean": bool,
+    "binary": bytes,
 }
+
+
+def value_class(dtype: DataType) -> type:
+    """The Python class of a result row's values in a column of ``dtype`` (a struct: a
+    tuple of its fields)."""
+    if isinstance(dtype, Prim):
+        return PRIMITIVE_VALUES[dtype.name]
+    return {Array: list, Map: dict, Struct: tuple}[type(dtype)]
 
 
 def assert_record_is_declared(record: dict, declaration: type) -> None:
@@ -251,7 +257,7 @@ def assert_record_is_declared(record: dict, declaration: type) -> None:
             items = value.items() if origin is dict else [value]
             assert all(isinstance(v, str) for kv in items for v in kv), (key, value)
     for value, column in zip(result_row(record), RESULT_SCHEMA.fields, strict=True):
-        assert value is None or isinstance(value, SPARK_VALUES[type(column.dataType)]), column
+        assert value is None or isinstance(value, value_class(column.type)), column
 
 
 def test_a_real_run_emits_exactly_the_declared_records():
