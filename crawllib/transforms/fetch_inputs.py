@@ -169,7 +169,7 @@ def with_known_keys(
     )
     keys = f"SELECT /*+ BROADCAST(r) */ k.url_key, k.slot FROM ({keyed}) k LEFT SEMI JOIN ({rooms}) r ON k.slot = r.slot"
     known = (
-        "SELECT r.slot, coalesce(collect_set(k.url_key), CAST(array() AS array<bigint>)) AS _known FROM "
+        "SELECT r.slot, coalesce(array_sort(collect_set(k.url_key)), CAST(array() AS array<bigint>)) AS _known FROM "
         f"({rooms}) r LEFT JOIN ({keys}) k ON r.slot = k.slot GROUP BY r.slot"
     )
     ranked = (
@@ -226,7 +226,7 @@ def follow_inputs(
     else:
         keys = _with_slot(cfg, f"(SELECT url_key, host, domain FROM {crawldb})", fetchlist)
     known = (
-        f"SELECT k.slot, collect_set(k.url_key) AS known FROM (SELECT url_key, slot FROM "
+        f"SELECT k.slot, array_sort(collect_set(k.url_key)) AS known FROM (SELECT url_key, slot FROM "
         f"({keys}) UNION ALL SELECT url_key, slot FROM ({fetched})) k JOIN ({rooms}) r "
         "ON k.slot = r.slot GROUP BY k.slot"
     )
@@ -237,7 +237,7 @@ def follow_inputs(
         tagged = f"SELECT t.host, concat_ws(' ', t.host, t.pattern) AS _line FROM {trapped_rel} t"
         slotted = f"SELECT s.slot, t._line FROM ({tagged}) t JOIN ({_with_slot(cfg, f'(SELECT host AS url_key, host, crawl_domain(host) AS domain FROM {trapped_rel})', fetchlist)}) s ON t.host = s.url_key"
         patterns = (
-            f"SELECT p.slot, collect_set(p._line) AS trapped FROM ({slotted}) p JOIN ({rooms}) r "
+            f"SELECT p.slot, array_sort(collect_set(p._line)) AS trapped FROM ({slotted}) p JOIN ({rooms}) r "
             "ON p.slot = r.slot GROUP BY p.slot"
         )
         out = f"SELECT o.*, p.trapped FROM ({out}) o LEFT JOIN ({patterns}) p ON o.slot = p.slot"
