@@ -346,16 +346,38 @@ for _stage, _help in (
 def _generation_args(p: argparse.ArgumentParser) -> None:
     _root(p)
     _engine_arg(p)
-    p.add_argument("--gen", type=int, default=None, help="generation (default: the next one due)")
+    p.add_argument(
+        "--gen",
+        type=_gen_arg,
+        default="next",
+        help="generation number, or 'next' (the default): the next one due",
+    )
+    p.add_argument(
+        "--if-work",
+        action="store_true",
+        help="when the generation has not started and planning it would choose nothing, "
+        "record nothing, say what the URLs wait for and exit 0 (one spark-submit per "
+        "generation from a scheduler: a run with nothing due costs one plan query)",
+    )
 
 
 @command("generation", "run all three stages of one generation", _generation_args, writes=True)
 def cmd_generation(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib.runs import runner
+    from crawllib.store import generations
 
     db = _crawl_db(cfg, args.root, args.engine, writes=True)
-    gen = runner.run_generation(db, cfg, args.gen)
-    print(f"generation {gen}: done")
+    ledger = generations.read_ledger(db)
+    if args.gen == "next":
+        args.gen = stage_order.next_gen(ledger.states)
+    if args.if_work and runner.nothing_left(db, cfg, args.gen, ledger.states):
+        print(f"generation {args.gen}: nothing planned; {_waits_line(db, args, cfg)}")
+        return 0
+    gen = runner.run_generation(db, cfg, args.gen, ledger=ledger, if_work=args.if_work)
+    if gen is None:
+        print(f"generation {args.gen}: nothing planned; {_waits_line(db, args, cfg)}")
+    else:
+        print(f"generation {gen}: done")
     return 0
 
 

@@ -131,7 +131,7 @@ def describe(dag, overrides: dict[str, object], xcoms: dict[str, object]) -> dic
         info.update(rendered(task, overrides, xcoms))
         tasks.append(info)
     return {
-        "schedule": dag.timetable.summary,
+        "schedule": getattr(dag.timetable, "summary", None),  # NullTimetable has none
         "timetable": type(dag.timetable).__name__,
         "catchup": dag.catchup,
         "max_active_runs": dag.max_active_runs,

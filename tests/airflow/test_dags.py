@@ -52,6 +52,13 @@ artifacts = "/opt/crawllib"
 emr_cluster_id = "j-2AXXXXXXGAPLF"
 aws_conn_id = "aws_crawl"
 """
+# one spark-submit per generation
+BLOG = """
+name = "blog"
+root = "s3a://bucket/blog"
+schedule = "@hourly"
+submit = "generation"
+"""
 
 
 @functools.cache
@@ -119,7 +126,9 @@ def definitions(folder: Path, **files: str) -> Path:
 
 @pytest.fixture(scope="module")
 def report(airflow_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    crawls = definitions(tmp_path_factory.mktemp("defs") / "crawls", news=NEWS, shop=SHOP)
+    crawls = definitions(
+        tmp_path_factory.mktemp("defs") / "crawls", news=NEWS, shop=SHOP, blog=BLOG
+    )
     return load_dags(airflow_python, crawls)
 
 
@@ -140,7 +149,7 @@ def test_the_shipped_definition_loads_as_a_scheduled_dag(airflow_python: Path) -
 
 def test_one_dag_per_definition_with_its_schedule(report: dict) -> None:
     assert report["import_errors"] == {}
-    assert sorted(report["dags"]) == ["crawl_news", "crawl_shop"]
+    assert sorted(report["dags"]) == ["crawl_blog", "crawl_news", "crawl_shop"]
     news, shop = report["dags"]["crawl_news"], report["dags"]["crawl_shop"]
     assert news["schedule"] == "0 */6 * * *"
     assert shop["schedule"] == "0 0 * * *"  # @daily
@@ -160,6 +169,28 @@ def test_spark_submit_runs_resolve_then_the_stages_then_upkeep(report: dict) -> 
     assert kinds["resolve"] == kinds["planned"] == "BashOperator"
     assert kinds["maintain_due"] == "ShortCircuitOperator"
     assert {kinds[s] for s in [*STAGES, "maintain"]} == {"SparkSubmitOperator"}
+
+
+def test_one_submit_per_generation_runs_the_three_stages(report: dict) -> None:
+    """submit = "generation": resolve, then jobs/generation.py --if-work (it records nothing
+    and succeeds when nothing is due), then upkeep; the task carries every stage's tables."""
+    tasks = report["dags"]["crawl_blog"]["tasks"]
+    order = ["resolve", "generation", "maintain_due", "maintain"]
+    assert [t["task_id"] for t in tasks] == order
+    assert [t["upstream"] for t in tasks] == [[], *([before] for before in order[:-1])]
+    task = tasks_of(report, "crawl_blog")["generation"]
+    assert task["operator"] == "SparkSubmitOperator"
+    assert task["application"] == "/opt/crawllib/jobs/generation.py"
+    assert (REPO / "jobs" / "generation.py").is_file()
+    assert task["application_args"] == [
+        "s3a://bucket/blog",
+        *("--gen", str(GEN), "--if-work"),
+        *("--config", "/opt/crawllib/conf/emr.toml"),
+    ]
+    stage_tables = {u for s in STAGES for u in tasks_of(report, "crawl_news")[s]["outlets"]}
+    assert {u.replace("/blog/", "/news/") for u in task["outlets"]} == stage_tables
+    assert task["retries"] == 2
+    assert task["execution_timeout_s"] == 8 * 3600
 
 
 def test_resolve_finds_the_generation_once_on_the_worker(
