@@ -1,13 +1,16 @@
-"""What a generation costs when it has little to do: Spark jobs, tasks, Delta commits, files
-and seconds of each stage, and of the check ``crawl run`` and ``plan --if-work`` make when
-nothing is due, against the budgets of a generation of at most 2 pages.
+"""What a generation costs when it has little to do, on each engine: Spark jobs, tasks, Delta
+commits, files and seconds of each stage, and of the check ``crawl run`` and ``plan --if-work``
+make when nothing is due, against the budgets of a generation of at most 2 pages.
 
 A crawl of two small hosts in generations of about 2 pages (``generate.max_per_host`` 1, no
-following: one page per host per generation), run as ``crawl run`` runs them, in a session
-of its own (cold JVM, as a scheduled job starts): its first generations, then the idle check
-once the crawl is complete. Jobs are counted from the status tracker (every job of the
-generation, the ledger's included), commits from the tables' Delta logs; fixed cost = a
-generation's wall time - its time on the network.
+following: one page per host per generation), run as ``crawl run`` runs them, once per engine
+(``--engine``, both by default: the embedded engine first, DuckDB over delta-rs in this
+process, then Spark in a session this process starts: a cold JVM, as a scheduled job starts),
+each on a fresh root and a fresh test web of the same pages: its first generations, then the
+idle check once the crawl is complete. Jobs are counted from Spark's status tracker (every job
+of the generation, the ledger's included; the embedded engine runs none), commits from the
+tables' Delta logs; fixed cost = a generation's wall time - its time on the network. The last
+table sets the engines side by side, one row each, on the same generation.
 """
 
 from __future__ import annotations
@@ -16,40 +19,59 @@ import argparse
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from pyspark.sql import SparkSession
-
-from benchmarks.stages import bench_config
+from benchmarks.stages import ENGINES, bench_config
 from crawllib import config
 from crawllib.core import stage_order
+from crawllib.core.vocab import STAGES
 from crawllib.runs import metrics, runner
+from crawllib.runs.engines import open_db
 from crawllib.stages import plan, seeding
-from crawllib.store import generations, integrity, lease, tables
+from crawllib.store import generations, integrity, lease
+from crawllib.store.db import LEDGER, Db
 from crawllib.testweb import WebSpec, serve_in_thread
 
-# Budgets of a generation with at most 2 pages (issue 36), and of an idle check.
-JOBS, COMMITS, FIXED_S, IDLE_S = 40, 12, 8.0, 2.0
+# Budgets of a generation with at most 2 pages (issue 47), and of an idle check: Spark jobs
+# and Delta commits, and the fixed cost per engine (on an idle machine).
+JOBS, COMMITS, IDLE_S = 50, 12, 2.0
+FIXED_S = {"embedded": 2.0, "spark": 15.0}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--generations", type=int, default=3, help="generations measured")
-    parser.add_argument("--work", default="", help="directory for the crawl (default: temp)")
+    parser.add_argument(
+        "--engine",
+        nargs="+",
+        choices=ENGINES,
+        default=list(ENGINES),
+        help="the engines measured, in this order (default: embedded spark)",
+    )
+    parser.add_argument("--work", default="", help="directory for the crawls (default: temp)")
 
 
 def main(args: argparse.Namespace) -> None:
-    from crawllib.store.session import get_spark
-
-    spark = get_spark(bench_config())
     work = args.work or tempfile.mkdtemp(prefix="crawllib-cost-")
-    result = bench_cost(spark, work, args.generations)
+    result = bench_cost(work, args.generations, args.engine)
     print(render(result))
 
 
-def bench_cost(spark: SparkSession, work: str, generations_wanted: int = 3) -> dict[str, Any]:
-    """Generations of about 2 pages, each measured; then the idle check."""
+def bench_cost(
+    work: str, generations_wanted: int = 3, engines: Sequence[str] = ENGINES
+) -> dict[str, Any]:
+    """Per engine: generations of about 2 pages, each measured; then the idle check."""
+    return {
+        "generations_wanted": generations_wanted,
+        "engines": {engine: bench_engine(work, engine, generations_wanted) for engine in engines},
+    }
+
+
+def bench_engine(work: str, engine: str, generations_wanted: int = 3) -> dict[str, Any]:
+    """The crawl of `bench_cost` on one engine, in ``work/cost-ENGINE``."""
     spec = WebSpec(seed=11, hosts=2, pages_per_host=8, special=False)
-    root = os.path.join(work, "cost")
+    root = os.path.join(work, f"cost-{engine}")
+    os.makedirs(work, exist_ok=True)
     gens: list[dict[str, Any]] = []
     with serve_in_thread(spec) as web:
         cfg = config.replace(
@@ -60,35 +82,40 @@ def bench_cost(spark: SparkSession, work: str, generations_wanted: int = 3) -> d
             generate__max_per_host=1,
             crawl__max_depth=1,
         )
-        seeds = os.path.join(work, "cost-seeds.txt")
+        seeds = os.path.join(work, f"cost-{engine}-seeds.txt")
         with open(seeds, "w", encoding="utf-8") as fh:
             fh.write("\n".join(web.seeds()) + "\n")
         with lease.hold(root, "bench cost", cfg):
-            tables.init_tables(spark, root)
-            seeding.seed(spark, root, seeds, cfg, 0)
-            for gen in range(generations_wanted):
-                gens.append(measure_generation(spark, root, cfg, gen))
-            # finish the crawl (not measured), then the check that finds nothing due
-            runner.run_crawl(spark, root, cfg, None)
-            idle = measure_idle(spark, root, cfg)
-    return {"generations": gens, "idle": idle}
+            db = open_db(cfg, root, engine)
+            try:
+                db.init_tables()
+                seeding.seed(db, seeds, cfg, 0)
+                for gen in range(generations_wanted):
+                    gens.append(measure_generation(db, cfg, gen))
+                # finish the crawl (not measured), then the check that finds nothing due
+                runner.run_crawl(db, cfg, None)
+                idle = measure_idle(db, cfg)
+            finally:
+                db.close()
+    return {"engine": engine, "generations": gens, "idle": idle}
 
 
-def measure_generation(spark: SparkSession, root: str, cfg: config.Config, gen: int) -> dict:
+def measure_generation(db: Db, cfg: config.Config, gen: int) -> dict:
     """One generation as `crawl generation` runs it: per stage and in all."""
-    before = integrity.current_versions(spark, root)
-    ledger_before = tables.snapshot_of(spark, root, "generations").version()
-    with metrics.job_group(spark, f"bench gen {gen}") as group:
+    before = integrity.current_versions(db)
+    ledger_before = db.version_of(LEDGER)
+    with db.job_group(f"bench gen {gen}") as group:
         t0 = time.perf_counter()
-        runner.run_generation(spark, root, cfg, gen)
+        runner.run_generation(db, cfg, gen)
         wall = time.perf_counter() - t0
-    after = integrity.current_versions(spark, root)
-    ledger = int(tables.snapshot_of(spark, root, "generations").version() - ledger_before)
-    outer = metrics.cost_between(spark, root, group, before, after, ledger)
+    after = integrity.current_versions(db)
+    ledger = db.version_of(LEDGER) - ledger_before
+    outer = metrics.cost_between(db, group, before, after, ledger)
+    latest = generations.latest_runs(db)
     runs = {
-        stage: r
-        for (g, stage), r in generations.latest_runs(spark, root).items()
-        if g == gen and r.state == "done"
+        stage: latest[(gen, stage)]
+        for stage in STAGES
+        if (gen, stage) in latest and latest[(gen, stage)].state == "done"
     }
     stage_jobs = sum(int(r.counts.get("spark_jobs", 0)) for r in runs.values())
     network = float(runs["fetch"].counts.get("seconds_fetching", 0)) if "fetch" in runs else 0.0
@@ -100,7 +127,7 @@ def measure_generation(spark: SparkSession, root: str, cfg: config.Config, gen: 
         # the stages' own jobs, and the bookkeeping between them (ledger, integrity)
         "jobs": stage_jobs + outer.jobs,
         "commits": sum(outer.commits.values()) + outer.ledger_commits,
-        "commits_by_table": {**outer.commits, "generations": ledger},
+        "commits_by_table": {**outer.commits, LEDGER: ledger},
         "files": outer.files,
         "stages": {
             stage: {
@@ -114,81 +141,121 @@ def measure_generation(spark: SparkSession, root: str, cfg: config.Config, gen: 
     }
 
 
-def measure_idle(spark: SparkSession, root: str, cfg: config.Config) -> dict[str, Any]:
+def measure_idle(db: Db, cfg: config.Config) -> dict[str, Any]:
     """`plan --if-work` on a complete crawl: the check that finds nothing due, timed."""
-    ledger = generations.read_ledger(spark, root)
+    ledger = generations.read_ledger(db)
     gen = stage_order.next_gen(ledger.states)
-    with metrics.job_group(spark, "bench idle") as group:
+    with db.job_group("bench idle") as group:
         t0 = time.perf_counter()
-        idle = runner.nothing_left(spark, root, cfg, gen, ledger.states)
+        idle = runner.nothing_left(db, cfg, gen, ledger.states)
         seconds = time.perf_counter() - t0
-        jobs, _tasks = metrics.jobs_of(spark, group)
-    waiting = plan.waits(spark, root, cfg, gen)
+        jobs, _tasks = db.jobs_of(group)
+    waiting = plan.waits(db, cfg, gen)
     return {"idle": idle, "seconds": seconds, "jobs": jobs, "waits": len(waiting)}
+
+
+def _jobs(engine: str, jobs: int | None) -> str:
+    """Spark jobs as shown: "none" on the embedded engine (it runs no Spark job)."""
+    return "none" if engine == "embedded" and not jobs else str(jobs)
+
+
+def compared(r: dict[str, Any]) -> int | None:
+    """The generation the engines are set side by side on: the last measured (the first also
+    creates what a crawl makes once: robots rows, hosts rows)."""
+    gens = [g["gen"] for e in r["engines"].values() for g in e["generations"]]
+    return max(gens) if gens else None
 
 
 def render(r: dict[str, Any]) -> str:
     lines = [
-        "| gen | pages | wall s | fixed s | jobs | commits | files | per stage: s / jobs / commits |",
-        "|---|---|---|---|---|---|---|---|",
+        "| engine | gen | pages | wall s | fixed s | Spark jobs | Delta commits | files | "
+        "per stage: s / Spark jobs / commits |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for g in r["generations"]:
-        per = "; ".join(
-            f"{stage} {s['seconds']:.1f} / {s['jobs']} / {s['commits']}"
-            for stage, s in g["stages"].items()
-        )
-        lines.append(
-            f"| {g['gen']} | {g['pages']} | {g['wall_s']:.1f} | {g['fixed_s']:.1f} | "
-            f"{g['jobs']} | {g['commits']} | {g['files']} | {per} |"
-        )
+    for engine, e in r["engines"].items():
+        for g in e["generations"]:
+            per = "; ".join(
+                f"{stage} {s['seconds']:.1f} / {_jobs(engine, s['jobs'])} / {s['commits']}"
+                for stage, s in g["stages"].items()
+            )
+            lines.append(
+                f"| {engine} | {g['gen']} | {g['pages']} | {g['wall_s']:.1f} | "
+                f"{g['fixed_s']:.1f} | {_jobs(engine, g['jobs'])} | {g['commits']} | "
+                f"{g['files']} | {per} |"
+            )
     lines += ["", "Delta commits by table:"]
-    for g in r["generations"]:
-        tables_ = ", ".join(f"{t} {n}" for t, n in sorted(g["commits_by_table"].items()) if n)
-        lines.append(f"- gen {g['gen']}: {tables_}")
-    i = r["idle"]
-    lines += [
-        "",
-        f"idle check (`plan --if-work` on a complete crawl): {i['seconds']:.2f} s, "
-        f"{i['jobs']} Spark jobs, nothing due: {i['idle']}",
-    ]
+    for engine, e in r["engines"].items():
+        for g in e["generations"]:
+            tables_ = ", ".join(f"{t} {n}" for t, n in sorted(g["commits_by_table"].items()) if n)
+            lines.append(f"- {engine}, gen {g['gen']}: {tables_}")
+    lines += [""]
+    for engine, e in r["engines"].items():
+        i = e["idle"]
+        lines.append(
+            f"idle check on {engine} (`plan --if-work` on a complete crawl): "
+            f"{i['seconds']:.2f} s, Spark jobs {_jobs(engine, i['jobs'])}, nothing due: "
+            f"{i['idle']}"
+        )
+    gen = compared(r)
+    if gen is not None:
+        lines += [
+            "",
+            f"Generation {gen} (≤ 2 pages) on each engine:",
+            "",
+            "| engine | pages | wall s | fixed s | Spark jobs | Delta commits | files | "
+            "idle check s |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for engine, e in r["engines"].items():
+            g = next((g for g in e["generations"] if g["gen"] == gen), None)
+            if g is None:
+                continue
+            lines.append(
+                f"| {engine} | {g['pages']} | {g['wall_s']:.1f} | {g['fixed_s']:.1f} | "
+                f"{_jobs(engine, g['jobs'])} | {g['commits']} | {g['files']} | "
+                f"{e['idle']['seconds']:.2f} |"
+            )
     return "\n".join(lines)
 
 
 def goal_rows(r: dict[str, Any]) -> list[tuple[str, str, str, float, str]]:
-    """The report's rows: the worst generation after the first (the first also creates what
-    a crawl makes once: robots rows, hosts rows) against the budgets."""
-    later = r["generations"][1:] or r["generations"]
-    jobs = max(g["jobs"] for g in later)
-    commits = max(g["commits"] for g in later)
-    fixed = max(g["fixed_s"] for g in later)
-    idle = r["idle"]
-    return [
-        (
-            "4c. a generation of ≤ 2 pages: Spark jobs / budget",
-            str(jobs),
-            str(JOBS),
-            jobs / JOBS,
-            "≤ 1",
-        ),
-        (
-            "4d. a generation of ≤ 2 pages: Delta commits / budget",
-            str(commits),
-            str(COMMITS),
-            commits / COMMITS,
-            "≤ 1",
-        ),
-        (
-            "4e. a generation of ≤ 2 pages: fixed cost / budget",
-            f"{fixed:.1f} s",
-            f"{FIXED_S:.0f} s",
-            fixed / FIXED_S,
-            "≤ 1",
-        ),
-        (
-            "4f. `plan --if-work` with nothing due, seconds of Spark / budget",
-            f"{idle['seconds']:.2f} s ({idle['jobs']} jobs)",
-            f"{IDLE_S:.0f} s",
-            idle["seconds"] / IDLE_S,
-            "≤ 1",
-        ),
-    ]
+    """The report's rows, per engine: the worst generation after the first (the first also
+    creates what a crawl makes once: robots rows, hosts rows) against the budgets."""
+    out = []
+    for engine, e in r["engines"].items():
+        later = e["generations"][1:] or e["generations"]
+        jobs = max(g["jobs"] for g in later)
+        commits = max(g["commits"] for g in later)
+        fixed = max(g["fixed_s"] for g in later)
+        idle = e["idle"]
+        out += [
+            (
+                f"4c. a generation of ≤ 2 pages ({engine}): Spark jobs / budget",
+                _jobs(engine, jobs),
+                str(JOBS),
+                jobs / JOBS,
+                "≤ 1",
+            ),
+            (
+                f"4d. a generation of ≤ 2 pages ({engine}): Delta commits / budget",
+                str(commits),
+                str(COMMITS),
+                commits / COMMITS,
+                "≤ 1",
+            ),
+            (
+                f"4e. a generation of ≤ 2 pages ({engine}): fixed cost / budget",
+                f"{fixed:.1f} s",
+                f"{FIXED_S[engine]:.0f} s",
+                fixed / FIXED_S[engine],
+                "≤ 1",
+            ),
+            (
+                f"4f. `plan --if-work` with nothing due ({engine}), seconds / budget",
+                f"{idle['seconds']:.2f} s ({_jobs(engine, idle['jobs'])} Spark jobs)",
+                f"{IDLE_S:.0f} s",
+                idle["seconds"] / IDLE_S,
+                "≤ 1",
+            ),
+        ]
+    return out

@@ -19,14 +19,11 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from crawllib.config import replace
 from crawllib.core.urls import InvalidURL, normalize_url
 from crawllib.testweb.site import Site, WebSpec
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 ORDERS = ("depth", "score")
 
@@ -62,7 +59,6 @@ def important_pages(site: Site, share: float) -> set[str]:
 
 
 def bench_priority(
-    spark: SparkSession,
     work: str,
     hosts: int = 8,
     pages: int = 150,
@@ -71,13 +67,13 @@ def bench_priority(
     share: float = 0.1,
     delay: float = 0.05,
     popular: int = 3,
+    engine: str = "embedded",
 ) -> dict[str, Any]:
-    """Crawl the same web in each of ORDERS; per order the share of the important pages
-    fetched after each generation, the pages fetched and the wall time."""
+    """Crawl the same web in each of ORDERS on ``engine``; per order the share of the
+    important pages fetched after each generation, the pages fetched and the wall time."""
     from benchmarks.fetch import engine_config, web_server
-    from benchmarks.stages import bench_config
+    from benchmarks.stages import bench_config, close_root, open_root
     from crawllib.runs import runner
-    from crawllib.store import lease, tables
 
     spec = WebSpec(
         hosts=hosts,
@@ -90,6 +86,7 @@ def bench_priority(
     important = important_pages(site, share)
     hubs = {f"http://{h}/p/{pages - 1 - k}.html" for h in site.regular for k in range(popular)}
     out: dict[str, Any] = {
+        "engine": engine,
         "hosts": hosts,
         "pages_per_host": pages,
         "max_per_host": max_per_host,
@@ -113,11 +110,15 @@ def bench_priority(
             seeds = os.path.join(work, f"{order}-seeds.txt")
             with open(seeds, "w", encoding="utf-8") as fh:
                 fh.write("\n".join(site.seeds()) + "\n")
-            lease.take(root, "bench priority", cfg)
-            t0 = time.perf_counter()
-            runner.run_crawl(spark, root, cfg, seeds, generations_wanted=generations)
-            seconds = time.perf_counter() - t0
-            rows = tables.read(spark, root, "fetches").where("outcome = 'ok'").collect()
+            db = open_root(root, cfg, engine, "bench priority", init=False)
+            try:
+                t0 = time.perf_counter()
+                runner.run_crawl(db, cfg, seeds, generations_wanted=generations)
+                seconds = time.perf_counter() - t0
+                ok = db.table("fetches", "outcome = 'ok'", columns=["gen", "url"])
+                rows = db.collect(ok)
+            finally:
+                close_root(db)
             by_gen: dict[int, set[str]] = {}
             for r in rows:
                 by_gen.setdefault(r["gen"], set()).add(r["url"])
@@ -153,10 +154,11 @@ def goal_row(r: dict[str, Any]) -> tuple[str, str, str, float | None, str]:
 
 def render(r: dict[str, Any]) -> str:
     """The figures as a Markdown table, one row per order."""
+    engine = f"On the {r['engine']} engine: " if "engine" in r else ""
     head = [
-        f"{r['hosts']} hosts x {r['pages_per_host']} pages, quota {r['max_per_host']} URLs per "
-        f"host and generation, {r['generations']} generations, {r['popular']} popular pages "
-        f"per host; important: the top {r['share']:.0%} by in-degree ({r['important']} "
+        f"{engine}{r['hosts']} hosts x {r['pages_per_host']} pages, quota "
+        f"{r['max_per_host']} URLs per host and generation, {r['generations']} generations, "
+        f"{r['popular']} popular pages per host; important: the top {r['share']:.0%} by in-degree ({r['important']} "
         "pages).",
         "",
         "| order | pages fetched | share of important pages fetched, by generation | "
@@ -174,27 +176,26 @@ def render(r: dict[str, Any]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from benchmarks.stages import add_engine_argument
+
     parser.add_argument("--hosts", type=int, default=8)
     parser.add_argument("--pages", type=int, default=150, help="pages per host")
     parser.add_argument("--max-per-host", type=int, default=6)
     parser.add_argument("--generations", type=int, default=5)
     parser.add_argument("--work", default="", help="directory for the crawls (default: temp)")
+    add_engine_argument(parser)
 
 
 def main(args: argparse.Namespace) -> None:
-    from benchmarks.stages import bench_config
-    from crawllib.store.session import get_spark
-
     work = args.work or tempfile.mkdtemp(prefix="crawllib-bench-priority-")
     try:
-        spark = get_spark(bench_config())
         result = bench_priority(
-            spark,
             work,
             hosts=args.hosts,
             pages=args.pages,
             max_per_host=args.max_per_host,
             generations=args.generations,
+            engine=args.engine,
         )
     finally:
         if not args.work:

@@ -1,13 +1,18 @@
-"""CPU seconds and peak memory of a process tree (this process, its JVM, Spark's Python workers).
+"""CPU seconds and peak memory of a process tree (this process, its JVM, the engine's Python
+workers).
 
 A background thread samples the tree every ``interval`` seconds (psutil). Peak memory is the
 kernel's high-water mark (``VmHWM`` in ``/proc/PID/status``), so a spike between two samples
 still counts; CPU is user + system seconds since the sampler started (for a process born later:
 since its birth). Processes are grouped by role:
 
-- ``driver``: the root process (the benchmark's Python, which is Spark's driver);
+- ``driver``: the root process (the benchmark's Python: Spark's driver, or the embedded
+  engine itself, DuckDB and delta-rs in this process);
 - ``jvm``: Java processes (in ``local[N]`` the JVM is both Spark driver and executor);
-- ``python_workers``: Python processes under the JVM (PySpark's daemon and its forked workers);
+- ``python_workers``: the engine's Python workers: Python processes under the JVM (PySpark's
+  daemon and its forked workers), or the embedded engine's worker processes
+  (``python -m crawllib.store.workers``, WORKER_MODULE), and the processes those start (a
+  fetch task's extraction process);
 - ``other``: anything else (the test web when it is a child process, Scrapy, ...).
 """
 
@@ -21,6 +26,8 @@ from dataclasses import dataclass, field
 import psutil
 
 ROLES = ("driver", "jvm", "python_workers", "other")
+# What the embedded engine's worker processes run (crawllib.store.workers).
+WORKER_MODULE = "crawllib.store.workers"
 
 
 @dataclass
@@ -112,9 +119,15 @@ class ProcessTree:
         name = proc.name().lower()
         if name.startswith("java"):
             return "jvm"
-        if "python" in name and any(p.name().lower().startswith("java") for p in proc.parents()):
+        if "python" in name and any(_is_worker_parent(p) for p in [proc, *proc.parents()]):
             return "python_workers"
         return "other"
+
+
+def _is_worker_parent(proc: psutil.Process) -> bool:
+    """Whether ``proc`` is the JVM or an embedded engine's worker process: every Python process
+    at or under it is an engine worker."""
+    return proc.name().lower().startswith("java") or WORKER_MODULE in proc.cmdline()
 
 
 def _hwm(proc: psutil.Process) -> int:

@@ -4,10 +4,11 @@ real crawl that checks the simulator counts what the crawler does.
 
 The simulator is :mod:`benchmarks.recrawl_sim`.
 
-**The real check** (:func:`real_check`): a few generations of the real crawler (Spark, Delta,
-the test web on loopback, ``crawl.now`` and the web's clock set per generation) and the
-simulator on the same setup; each generation's plan (planned, revisits) and update (new,
-revisited, changed, unchanged, not_modified) counts and its fetched URLs should be equal.
+**The real check** (:func:`real_check`): a few generations of the real crawler (on the embedded
+engine by default, or on Spark: ``--engine``; Delta tables, the test web on loopback,
+``crawl.now`` and the web's clock set per generation) and the simulator on the same setup;
+each generation's plan (planned, revisits) and update (new, revisited, changed, unchanged,
+not_modified) counts and its fetched URLs should be equal.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from crawllib.testweb import changes
 from crawllib.testweb.site import WebSpec
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from crawllib.store.db import Db
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,6 @@ def check_config(base: Config, max_per_host: int) -> Config:
 
 
 def real_check(
-    spark: SparkSession,
     work: str,
     hosts: int = 2,
     pages: int = 15,
@@ -169,14 +169,14 @@ def real_check(
     generations: int = 6,
     step: float = 2 * HOUR,
     delay: float = 0.05,
+    engine: str = "embedded",
 ) -> dict[str, Any]:
-    """``generations`` generations of the real crawler, ``step`` seconds apart by
-    ``crawl.now`` and the test web's clock, from the front pages of ``hosts`` changing hosts,
-    and the simulator on the same setup; per generation, both counts and fetched URLs."""
-    from benchmarks.stages import bench_config
+    """``generations`` generations of the real crawler on ``engine``, ``step`` seconds apart
+    by ``crawl.now`` and the test web's clock, from the front pages of ``hosts`` changing
+    hosts, and the simulator on the same setup; per generation, both counts and fetched URLs."""
+    from benchmarks.stages import bench_config, close_root, open_root
     from crawllib.runs import runner
     from crawllib.stages import seeding
-    from crawllib.store import lease, tables
     from crawllib.testweb import serve_in_thread
 
     spec = WebSpec(hosts=0, special=False, changing_hosts=hosts, changing_pages=pages)
@@ -189,18 +189,21 @@ def real_check(
     t0 = time.perf_counter()
     with serve_in_thread(spec) as web:
         cfg = replace(cfg, network__resolve=web.resolve, politeness__default_delay=delay)
-        lease.take(root, "bench recrawl", cfg)
-        tables.init_tables(spark, root)
-        seeding.seed(spark, root, seeds, cfg, 0)
-        for gen in range(generations):
-            now = START + gen * step
-            web.set_now(now)
-            clock = dt.datetime.fromtimestamp(now, dt.UTC).isoformat()
-            runner.run_generation(spark, root, replace(cfg, crawl__now=clock), gen)
-    seconds = time.perf_counter() - t0
-    real, real_urls = generation_counts(spark, root)
+        db = open_root(root, cfg, engine, "bench recrawl")
+        try:
+            seeding.seed(db, seeds, cfg, 0)
+            for gen in range(generations):
+                now = START + gen * step
+                web.set_now(now)
+                clock = dt.datetime.fromtimestamp(now, dt.UTC).isoformat()
+                runner.run_generation(db, replace(cfg, crawl__now=clock), gen)
+            seconds = time.perf_counter() - t0
+            real, real_urls = generation_counts(db)
+        finally:
+            close_root(db)
     sim = simulate(cfg, spec, START, generations, step)
     return {
+        "engine": engine,
         "hosts": hosts,
         "pages": pages,
         "max_per_host": max_per_host,
@@ -213,46 +216,38 @@ def real_check(
     }
 
 
-def generation_counts(spark: SparkSession, root: str) -> tuple[list[Counts], list[set[str]]]:
+def generation_counts(db: Db) -> tuple[list[Counts], list[set[str]]]:
     """Per generation of a crawl: its plan and update counts (generations table, done runs)
     and the URLs its fetch stage fetched (fetches table)."""
-    from pyspark.sql import functions as F
-
     from crawllib.core.vocab import Stage, StageState
-    from crawllib.store import tables
+    from crawllib.store import generations
 
-    runs = (
-        tables.read(spark, root, "generations")
-        .where(F.col("state") == StageState.DONE)
-        .select("gen", "stage", "counts")
-        .collect()
-    )
     by_gen: dict[int, dict[str, int]] = {}
-    for r in runs:
-        if r["stage"] in (Stage.PLAN, Stage.UPDATE):
-            by_gen.setdefault(r["gen"], {}).update(r["counts"])
+    for run in generations.read_rows(db):
+        if run.state == StageState.DONE and run.stage in (Stage.PLAN, Stage.UPDATE):
+            by_gen.setdefault(run.gen, {}).update(run.counts)
     names = [f.name for f in fields(Counts)]
     counts = [Counts(**{k: by_gen[g].get(k, 0) for k in names}) for g in sorted(by_gen)]
     urls: list[set[str]] = [set() for _ in counts]
-    for r in tables.read(spark, root, "fetches").select("gen", "url").collect():
+    for r in db.collect(db.table("fetches", columns=["gen", "url"])):
         urls[r["gen"]].add(r["url"])
     return counts, urls
 
 
 def bench_recrawl(
-    spark: SparkSession,
     work: str,
     hosts: int = 4,
     pages: int = 39,
     max_per_host: int = 10,
     days: int = 14,
     check_generations: int = 6,
+    engine: str = "embedded",
 ) -> dict[str, Any]:
-    """The suite's case: :func:`study`, then :func:`real_check` (skipped when
+    """The suite's case: :func:`study`, then :func:`real_check` on ``engine`` (skipped when
     ``check_generations`` is 0)."""
     out = study(hosts, pages, max_per_host, days)
     if check_generations:
-        out["check"] = real_check(spark, work, generations=check_generations)
+        out["check"] = real_check(work, generations=check_generations, engine=engine)
     return out
 
 
@@ -364,7 +359,8 @@ def details(r: dict[str, Any]) -> list[str]:
 def _check_details(c: dict[str, Any]) -> list[str]:
     names = list(c["real"][0]) if c["real"] else []
     out = [
-        f"Real crawl against the simulator: {c['hosts']} changing hosts × {c['pages'] + 1} "
+        f"Real crawl{' on the ' + c['engine'] + ' engine' if 'engine' in c else ''} against "
+        f"the simulator: {c['hosts']} changing hosts × {c['pages'] + 1} "
         f"URLs, {len(c['simulated'])} generations {c['step_hours']:g} h apart (crawl.now and the "
         f"test web's clock), adaptive from a {c['default_hours']:g} h default, max_per_host "
         f"{c['max_per_host']}, fetch.follow off, in {c['seconds']:.0f} s. A cell shows "
@@ -393,21 +389,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="generations of the real crawl checked against the simulator (0: none; default 6)",
     )
     parser.add_argument("--work-dir", help="the real check's crawl root goes here (default: temp)")
+    from benchmarks.stages import add_engine_argument
+
+    add_engine_argument(parser)
 
 
 def main(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     r = study(args.hosts, args.pages, args.max_per_host, args.days)
     if args.check_generations:
-        from benchmarks.stages import bench_config
-        from crawllib.store.session import get_spark
-
         work = args.work_dir or tempfile.mkdtemp(prefix="crawllib-bench-recrawl-")
-        spark = get_spark(bench_config())
         try:
-            r["check"] = real_check(spark, work, generations=args.check_generations)
+            r["check"] = real_check(work, generations=args.check_generations, engine=args.engine)
         finally:
-            spark.stop()
             if not args.work_dir:
                 shutil.rmtree(work, ignore_errors=True)
     print("| measure | ours | reference | ratio | goal |\n|---|---|---|---|---|")

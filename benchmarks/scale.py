@@ -2,10 +2,12 @@
 
 For each size a synthetic crawl root is built (benchmarks.scale_build: ten generations of
 history, a frontier for the next) or taken from the cache under ``--work``, copied, and its
-next generation run: plan and update are the real stages (``pipeline.run_stage``), the
-fetch is synthetic (benchmarks.scale_fetch). Per stage: wall seconds and CPU seconds of
-the driver, the JVM and the Python workers (benchmarks.procs), and each table's data
-files and bytes before and after the generation. The report ends with the ratio of the
+next generation run: plan and update are the real stages (``runner.run_stage``), on Spark
+(crawllib.store.spark_db.SparkDb: the engine of a crawl this size) or with ``--engine embedded``
+on the embedded engine; the fetch is synthetic (benchmarks.scale_fetch), written by Spark, as
+the roots are built. Per stage: wall seconds and CPU seconds of the driver, the JVM and the
+Python workers (benchmarks.procs), and each table's data files and bytes before and after the
+generation. The report ends with the ratio of the
 largest size's figures to the smallest's, per stage; the goal is at most 1.5 for 10x rows.
 """
 
@@ -23,13 +25,12 @@ from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from benchmarks.procs import ProcessTree
 from benchmarks.scale_build import build_seconds, cached_root, clone_root
 from benchmarks.scale_data import DAY, T0, ScaleSpec
 from benchmarks.scale_fetch import run_fetch
-from benchmarks.stages import bench_config
+from benchmarks.stages import ENGINES, add_engine_argument, bench_config
 from crawllib import config
 from crawllib.config import Config
 from crawllib.core.vocab import STAGES, Stage
@@ -37,6 +38,8 @@ from crawllib.runs import runner
 from crawllib.stages.base import StageResult
 from crawllib.stages.traps import read_trapped
 from crawllib.store import lease, tables
+from crawllib.store.db import Db
+from crawllib.store.spark_db import SparkDb
 from crawllib.transforms.fetch_inputs import follow_inputs
 
 log = logging.getLogger(__name__)
@@ -95,6 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-warmup", action="store_true", help="skip the untimed small generation"
     )
+    add_engine_argument(parser, default="spark")
 
 
 def scale_config(spec: ScaleSpec, driver_memory: str = "", event_log: str = "") -> Config:
@@ -130,9 +134,10 @@ def table_sizes(spark: SparkSession, root: str) -> dict[str, tuple[int, int]]:
     return {name: tables.size_of(spark, root, name) for name in tables.TABLES}
 
 
-def run_generation(spark: SparkSession, spec: ScaleSpec, root: str, cfg: Config) -> dict[str, Any]:
-    """Run the measured generation on ``root``: per stage its wall and CPU seconds and counts;
-    after plan, what the real fetch stage computes for its followers (FOLLOW), both ways."""
+def run_generation(db: Db, spark_db: SparkDb, spec: ScaleSpec, cfg: Config) -> dict[str, Any]:
+    """Run the measured generation on ``db``'s root: per stage its wall and CPU seconds and
+    counts; after plan, what the real fetch stage computes for its followers (FOLLOW), both
+    ways, on ``db``'s engine; the synthetic fetch on Spark (``spark_db``, the same root)."""
     out: dict[str, Any] = {}
 
     def timed(name: str, step: Callable[[], dict[str, int]]) -> None:
@@ -153,9 +158,9 @@ def run_generation(spark: SparkSession, spec: ScaleSpec, root: str, cfg: Config)
     def stage_step(stage: str) -> Callable[[], dict[str, int]]:
         def step() -> dict[str, int]:
             result: StageResult | None = (
-                run_fetch(spark, root, spec)
+                run_fetch(spark_db, spec)
                 if stage == Stage.FETCH
-                else runner.run_stage(spark, root, cfg, spec.gen, stage)
+                else runner.run_stage(db, cfg, spec.gen, stage)
             )
             assert result is not None, f"{stage} was done already"
             return result.as_counts()
@@ -165,29 +170,45 @@ def run_generation(spark: SparkSession, spec: ScaleSpec, root: str, cfg: Config)
     for stage in STAGES:
         if stage == Stage.FETCH:
             for name, from_crawldb in FOLLOW.items():
-                timed(name, functools.partial(follow_figures, spark, root, cfg, spec, from_crawldb))
+                timed(name, functools.partial(follow_figures, db, cfg, spec, from_crawldb))
         timed(stage, stage_step(stage))
     return out
 
 
-def follow_figures(
-    spark: SparkSession, root: str, cfg: Config, spec: ScaleSpec, from_crawldb: bool
-) -> dict[str, int]:
+def follow_figures(db: Db, cfg: Config, spec: ScaleSpec, from_crawldb: bool) -> dict[str, int]:
     """The follow inputs of the generation's first slice, as the fetch stage computes them
-    (no following in the synthetic fetch): slots with room and the known keys they carry."""
-    fetchlist = tables.read(spark, root, "fetchlist").where(F.col("gen") == spec.gen)
-    fetches = tables.read(spark, root, "fetches").where(F.col("gen") == spec.gen)
-    crawldb = tables.read(spark, root, "crawldb") if from_crawldb else None
-    follow = follow_inputs(fetchlist, fetches, crawldb, cfg, read_trapped(spark, root, cfg))
-    row = follow.agg(F.count("*").alias("slots"), F.sum(F.size("known")).alias("keys")).first()
-    assert row is not None
+    (crawllib.stages.fetch; no following in the synthetic fetch): slots with room and the
+    known keys they carry."""
+    inputs = {
+        "fetchlist": db.table("fetchlist", f"gen = {spec.gen}"),
+        "fetches": db.table(
+            "fetches", f"gen = {spec.gen}", columns=["url_key", "host", "source_url"]
+        ),
+    }
+    if from_crawldb:
+        inputs["crawldb"] = db.table("crawldb", columns=["url_key", "host", "domain"])
+    trapped = read_trapped(db, cfg)
+    if trapped is not None:
+        inputs["trapped"] = trapped
+    follow = db.sql(follow_inputs(cfg, not from_crawldb, trapped is not None), **inputs)
+    row = db.one_row(
+        db.sql("SELECT count(*) AS slots, sum(size(known)) AS keys FROM {f}", f=follow)
+    )
     return {"slots": int(row["slots"]), "keys": int(row["keys"] or 0)}
 
 
 def measure(
-    spark: SparkSession, spec: ScaleSpec, work: str, cfg: Config, keep: bool = False
+    spark: SparkSession,
+    spec: ScaleSpec,
+    work: str,
+    cfg: Config,
+    keep: bool = False,
+    engine: str = "spark",
 ) -> dict[str, Any]:
-    """Build (or reuse) the root of ``spec``, copy it and run its next generation."""
+    """Build (or reuse) the root of ``spec`` (Spark), copy it and run its next generation, its
+    stages on ``engine`` (the synthetic fetch on Spark)."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
     source = cached_root(spark, spec, work)
     root = os.path.join(os.path.abspath(work), "runs", spec.name)
     shutil.rmtree(root, ignore_errors=True)
@@ -195,17 +216,26 @@ def measure(
     clone_root(source, root)
     copy_s = time.perf_counter() - t0
     lease.take(root, "bench scale", cfg)
-    # A root cached by an earlier version gets the columns added since (as `crawl run` does).
-    tables.init_tables(spark, root, upgrade=True)
+    spark_db = SparkDb(spark, root, cfg)
+    db: Db = spark_db
+    if engine == "embedded":
+        from crawllib.store.embedded import EmbeddedDb
+
+        db = EmbeddedDb(root, cfg)
     try:
+        # A root cached by an earlier version gets the columns added since (as `crawl run`
+        # does).
+        db.init_tables(upgrade=True)
         before = table_sizes(spark, root)
-        stages = run_generation(spark, spec, root, cfg)
+        stages = run_generation(db, spark_db, spec, cfg)
         after = table_sizes(spark, root)
     finally:
+        db.close()
         lease.give_back(root)
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
     return {
+        "engine": engine,
         "rows": spec.rows,
         "urls": spec.urls,
         "hosts": spec.host_count,
@@ -229,8 +259,10 @@ def main(args: argparse.Namespace) -> None:
     try:
         if not (args.quick or args.no_warmup):  # JIT and class loading, outside the figures
             warm = ScaleSpec(rows=10_000, urls=2_000)
-            measure(spark, warm, work, scale_config(warm))
-        results = [measure(spark, spec, work, scale_config(spec)) for spec in specs]
+            measure(spark, warm, work, scale_config(warm), engine=args.engine)
+        results = [
+            measure(spark, spec, work, scale_config(spec), engine=args.engine) for spec in specs
+        ]
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
@@ -257,8 +289,10 @@ def render(results: list[dict[str, Any]]) -> str:
     """Markdown: a table of stages and one of tables per size, then the ratios."""
     lines = []
     for r in results:
+        on = f" (plan and update on {r['engine']})" if "engine" in r else ""
         lines += [
-            f"### crawldb {r['rows']:,} URLs, {r['hosts']:,} hosts, generation of {r['urls']:,} URLs",
+            f"### crawldb {r['rows']:,} URLs, {r['hosts']:,} hosts, generation of "
+            f"{r['urls']:,} URLs{on}",
             "",
             f"Root built in {r['build_s']:.0f} s (cached after), copied in {r['copy_s']:.1f} s.",
             "",

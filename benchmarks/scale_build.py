@@ -41,6 +41,7 @@ from benchmarks.scale_keys import session_conf, with_url_key, wrapping
 from crawllib.config import make_config
 from crawllib.core.vocab import Status
 from crawllib.store import integrity, lease, tables
+from crawllib.store.spark_db import SparkDb
 from crawllib.store.spark_schemas import CRAWLDB, columns_of
 
 log = logging.getLogger(__name__)
@@ -87,12 +88,14 @@ def clone_root(source: str, target: str) -> None:
 
 def build_root(spark: SparkSession, spec: ScaleSpec, root: str) -> None:
     """Create every table under ``root`` and fill them from ``spec``."""
-    with lease.hold(root, "bench scale build", make_config()):
-        _build_root(spark, spec, root)
+    cfg = make_config()
+    with lease.hold(root, "bench scale build", cfg):
+        _build_root(SparkDb(spark, root, cfg), spec)
 
 
-def _build_root(spark: SparkSession, spec: ScaleSpec, root: str) -> None:
-    tables.init_tables(spark, root)
+def _build_root(db: SparkDb, spec: ScaleSpec) -> None:
+    spark, root = db.spark, db.root
+    db.init_tables()
     partitions = max(2, spec.rows // ROWS_PER_TASK)
     settings = {"spark.sql.shuffle.partitions": str(max(8, partitions))}
     with wrapping(spark), session_conf(spark, settings):
@@ -115,9 +118,9 @@ def _build_root(spark: SparkSession, spec: ScaleSpec, root: str) -> None:
             spark,
             *[functools.partial(_append, spec, root, name, rows) for name, rows in derived.items()],
         )
-        traps = history.traps_rows(tables.read(spark, root, "texts"), spec.gen - 1)
+        traps = history.traps_rows(db, tables.read(spark, root, "texts"), spec.gen - 1)
         _append(spec, root, "traps", traps)
-    versions = integrity.current_versions(spark, root)
+    versions = integrity.current_versions(db)
     tables.append(history.generations_rows(spark, spec, versions), root, "generations")
 
 

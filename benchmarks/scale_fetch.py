@@ -12,9 +12,10 @@ fetches last), in one slice. Not written: robots (every host's robots.txt is in 
 expired or not: the real fetch would refresh them), sitemaps, probes; no URL is followed in
 the task. ``surt`` is null (it takes a Python function; no stage reads it).
 
-:func:`run_fetch` records the run in the generations table as ``pipeline.run_stage`` does
-(running, then done with its counts and the tables' versions), so parse and update take the
-fetch as done.
+:func:`run_fetch` records the run in the generations table as ``runner.run_stage`` does
+(running, then done with its counts and the tables' versions), so update takes the fetch as
+done. It runs on Spark (crawllib.store.spark_db.SparkDb), whichever engine runs the other
+stages.
 """
 
 from __future__ import annotations
@@ -32,25 +33,26 @@ from crawllib.core.vocab import Outcome, Stage, StageState, words
 from crawllib.runs import runner
 from crawllib.stages.fetch import FetchResult
 from crawllib.store import generations, integrity, tables
+from crawllib.store.spark_db import SparkDb
 from crawllib.store.spark_schemas import FETCHES, HOSTS, LINKS, PAGES, TEXTS, columns_of
 from crawllib.transforms.fetch_inputs import HOSTS_UPDATE
 
 KNOWN_LINKS = 0.7  # of a page's links, the share to pages of this fetchlist; the rest are new
 
 
-def run_fetch(spark: SparkSession, root: str, spec: ScaleSpec) -> FetchResult:
+def run_fetch(db: SparkDb, spec: ScaleSpec) -> FetchResult:
     """The fetch stage of generation spec.gen, synthetic, recorded as done."""
     gen = spec.gen
-    ledger = generations.read_ledger(spark, root)
+    ledger = generations.read_ledger(db)
     if not runner.should_run(ledger.states, gen, Stage.FETCH):
         raise RuntimeError(f"fetch of generation {gen} is done already")
-    integrity.verify(spark, root, ledger.versions, ledger.recorded_by)
+    integrity.verify(db, ledger.versions, ledger.recorded_by)
     at = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    generations.record(spark, root, gen, Stage.FETCH, StageState.RUNNING, at)
-    result = synthetic_fetch(spark, root, spec)
-    versions = integrity.current_versions(spark, root)
+    generations.record(db, gen, Stage.FETCH, StageState.RUNNING, at)
+    result = synthetic_fetch(db.spark, db.root, spec)
+    versions = integrity.current_versions(db)
     generations.record(
-        spark, root, gen, Stage.FETCH, StageState.DONE, at, result.as_counts(), versions=versions
+        db, gen, Stage.FETCH, StageState.DONE, at, result.as_counts(), versions=versions
     )
     return result
 

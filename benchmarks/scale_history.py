@@ -30,6 +30,7 @@ from benchmarks.scale_data import (
 )
 from benchmarks.scale_keys import with_url_key
 from crawllib.core.vocab import STAGES, DuplicateKind, FrontierReason, StageState, Status
+from crawllib.store.spark_db import SparkDb
 from crawllib.store.spark_schemas import (
     FETCHES,
     FETCHLIST,
@@ -319,11 +320,15 @@ def next_frontier(spark: SparkSession, spec: ScaleSpec, crawldb: DataFrame) -> D
     )
 
 
-def traps_rows(texts: DataFrame, gen: int) -> DataFrame:
+def traps_rows(db: SparkDb, texts: DataFrame, gen: int) -> DataFrame:
     """The traps table's counts of the stored pages (``texts``: their duplicate marks) per
-    host and URL pattern, as of generation ``gen``."""
+    host and URL pattern, as of generation ``gen`` (the traps rule, crawllib.transforms.traps,
+    run by ``db``)."""
     marks = texts.where(F.col("duplicate_kind").isNotNull()).select("url_key", "duplicate_kind")
-    return pattern_counts(texts.select("url_key", "url", "host"), marks, gen)
+    result: DataFrame = db.sql(
+        pattern_counts(gen), pages=texts.select("url_key", "url", "host"), marks=marks
+    )
+    return result
 
 
 def generations_rows(spark: SparkSession, spec: ScaleSpec, versions: dict[str, int]) -> DataFrame:

@@ -1,31 +1,37 @@
-"""Spark stage benchmarks: the fetch ceiling, parse (forced: extraction in Spark) against bare
-trafilatura, fixed cost per generation as crawldb grows. Each returns a dict of figures; :mod:`benchmarks.suite`
-prints them.
+"""Stage benchmarks: the fetch ceiling, parse (forced: extraction in the stage) against bare
+trafilatura, fixed cost per generation as crawldb grows. Each returns a dict of figures;
+:mod:`benchmarks.suite` prints them.
 
-Every run crawls its own root under ``work`` with the real stages (``pipeline.run_stage``),
-so the figures include what a user pays: Delta reads and commits, joins, MERGE.
+Every run crawls its own root under ``work`` with the real stages (``runner.run_stage``), on
+one engine (``engine``: ``embedded``, DuckDB over delta-rs in this process, or ``spark``;
+crawllib.runs.engines.open_db), so the figures include what a user pays: Delta reads and
+commits, joins, MERGE.
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime as dt
+import hashlib
 import os
 import time
 from typing import Any
 
 import trafilatura
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from benchmarks.fetch import engine_config, page_rows, page_urls, run_engine, web_server
 from benchmarks.procs import ProcessTree
 from crawllib import config
 from crawllib.config import Config
 from crawllib.content.extract import close_unclosed_title, decode_html
+from crawllib.core.urls import url_key
 from crawllib.core.vocab import IntervalSource, StageState, Status
 from crawllib.runs import runner
+from crawllib.runs.engines import open_db
 from crawllib.stages import seeding
-from crawllib.store import lease, tables
-from crawllib.store.spark_schemas import CRAWLDB, columns_of
+from crawllib.store import generations, lease
+from crawllib.store.db import Db
+from crawllib.store.schemas import CRAWLDB
 from crawllib.testweb import WebSpec
 
 SPARK_OVERRIDES = [
@@ -35,29 +41,75 @@ SPARK_OVERRIDES = [
     "spark.log_level=ERROR",
     "network.resolve_only=true",
 ]
+# The engines a benchmark crawls on (crawllib.runs.engines; "auto" is not offered: a
+# benchmark's figures name the engine that made them).
+ENGINES = ("embedded", "spark")
 
 
 def bench_config() -> Config:
-    """The config every benchmark starts from: Spark local[2], no DNS."""
+    """The config every benchmark starts from: Spark local[2] (for the spark engine), no DNS."""
     return config.load_config(overrides=SPARK_OVERRIDES)
 
 
-def new_crawl(spark: SparkSession, work: str, name: str, cfg: Config, urls: list[str]) -> str:
-    """A fresh crawl root ``work/name`` seeded with ``urls`` (generation 0)."""
+def add_engine_argument(parser: argparse.ArgumentParser, default: str = "embedded") -> None:
+    """``--engine embedded|spark``: the engine the benchmark's crawls run on."""
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=default,
+        help=f"embedded: DuckDB over delta-rs in this process, no JVM; spark: a SparkSession "
+        f"(default {default})",
+    )
+
+
+def open_root(root: str, cfg: Config, engine: str, command: str, init: bool = True) -> Db:
+    """The tables of a new crawl root on ``engine``, created (``init``; else the first
+    ``runner.run_crawl`` creates them); the root's writer lease taken (its runs write it)
+    until `close_root`."""
+    os.makedirs(root, exist_ok=True)
+    lease.take(root, command, cfg)
+    try:
+        db = open_db(cfg, root, engine)
+    except BaseException:
+        lease.give_back(root)
+        raise
+    if init:
+        try:
+            db.init_tables()
+        except BaseException:
+            close_root(db)
+            raise
+    return db
+
+
+def close_root(db: Db) -> None:
+    """Free what `open_root` took: the engine's resources (the embedded engine's worker
+    processes) and the root's writer lease (the root may be read, or removed, after)."""
+    try:
+        db.close()
+    finally:
+        lease.give_back(db.root)
+
+
+def new_crawl(work: str, name: str, cfg: Config, urls: list[str], engine: str) -> Db:
+    """A fresh crawl root ``work/name`` on ``engine``, seeded with ``urls`` (generation 0);
+    `close_root` it when done."""
     root = os.path.join(work, name)
     os.makedirs(root, exist_ok=False)
     seeds = os.path.join(work, f"{name}-seeds.txt")
     with open(seeds, "w", encoding="utf-8") as fh:
         fh.write("\n".join(urls) + "\n")
-    lease.take(root, "bench stages", cfg)  # for this process's life: its runs write it
-    tables.init_tables(spark, root)
-    seeding.seed(spark, root, seeds, cfg, 0)
-    return root
+    db = open_root(root, cfg, engine, "bench stages")
+    try:
+        seeding.seed(db, seeds, cfg, 0)
+    except BaseException:
+        close_root(db)
+        raise
+    return db
 
 
 def timed_stage(
-    spark: SparkSession,
-    root: str,
+    db: Db,
     cfg: Config,
     gen: int,
     stage: str,
@@ -66,15 +118,15 @@ def timed_stage(
 ) -> dict:
     """Run one stage; its counts plus ``seconds`` (wall, bookkeeping included)."""
     t0 = time.perf_counter()
-    result = runner.run_stage(spark, root, cfg, gen, stage, force=force, reextract=reextract)
+    result = runner.run_stage(db, cfg, gen, stage, force=force, reextract=reextract)
     return {**(result.as_counts() if result else {}), "seconds": time.perf_counter() - t0}
 
 
 def bench_fetch_and_parse(
-    spark: SparkSession, work: str, hosts: int = 200, pages: int = 50
+    work: str, hosts: int = 200, pages: int = 50, engine: str = "embedded"
 ) -> dict[str, Any]:
-    """Fetch ceiling (delay 0) of the bare engine and of the Spark fetch stage over the same
-    pages, then the parse stage over those pages against a bare trafilatura loop.
+    """Fetch ceiling (delay 0) of the bare engine and of the fetch stage on ``engine`` over the
+    same pages, then the parse stage over those pages against a bare trafilatura loop.
 
     The test web runs in a child process, outside the measured CPU (role ``other``).
     """
@@ -88,25 +140,29 @@ def bench_fetch_and_parse(
             crawl__max_depth=1,
         )
         bare = run_engine(page_rows(hosts, pages), cfg, server_pid)
-        root = new_crawl(spark, work, "ceiling", cfg, page_urls(hosts, pages))
-        timed_stage(spark, root, cfg, 0, "plan")
+        db = new_crawl(work, "ceiling", cfg, page_urls(hosts, pages), engine)
+        timed_stage(db, cfg, 0, "plan")
         with ProcessTree() as tree:
-            fetch = timed_stage(spark, root, cfg, 0, "fetch")
-    fetch_cpu = tree.figures().total_cpu("driver", "jvm", "python_workers")
-    timed_stage(spark, root, cfg, 0, "update")
-    with ProcessTree() as tree:  # `crawl parse --force`: extract every page again, in Spark
-        parse = timed_stage(spark, root, cfg, 0, "update", force=True, reextract=True)
-    cores = spark.sparkContext.defaultParallelism
-    bare_parse = bare_trafilatura(spark, root, cfg)
+            fetch = timed_stage(db, cfg, 0, "fetch")
+    try:
+        fetch_cpu = tree.figures().total_cpu("driver", "jvm", "python_workers")
+        timed_stage(db, cfg, 0, "update")
+        with ProcessTree() as tree:  # `crawl parse --force`: extract every page again
+            parse = timed_stage(db, cfg, 0, "update", force=True, reextract=True)
+        cores = db.parallelism()
+        bare_parse = bare_trafilatura(db, cfg)
+    finally:
+        close_root(db)
     return {
+        "engine": engine,
         "pages": fetch["ok"],
         "bare_pages": bare["pages"],
         "bare_pages_per_s": bare["pages"] / bare["wall"],
         "bare_cpu_ms": bare["engine_ms"],
-        "spark_pages_per_s": fetch["ok"] / fetch["seconds"],
-        "spark_fetching_s": fetch["seconds_fetching"],
-        "spark_fetch_s": fetch["seconds"],
-        "spark_cpu_ms": fetch_cpu / fetch["ok"] * 1e3,
+        "stage_pages_per_s": fetch["ok"] / fetch["seconds"],
+        "stage_fetching_s": fetch["seconds_fetching"],
+        "stage_fetch_s": fetch["seconds"],
+        "stage_cpu_ms": fetch_cpu / fetch["ok"] * 1e3,
         "cores": cores,
         "parse_pages": parse["pages"],
         "parse_s": parse["seconds"],
@@ -116,10 +172,10 @@ def bench_fetch_and_parse(
     }
 
 
-def bare_trafilatura(spark: SparkSession, root: str, cfg: Config) -> dict[str, float]:
+def bare_trafilatura(db: Db, cfg: Config) -> dict[str, float]:
     """trafilatura alone, in this process, over the pages the parse stage read: pages per CPU
     second = pages per second on one core. Decoding is outside the timed loop."""
-    rows = tables.read(spark, root, "pages").select("url", "body", "charset").collect()
+    rows = db.collect(db.table("pages", columns=["url", "body", "charset"]))
     limit = cfg.parse.max_html_bytes
     docs = [
         (r["url"], close_unclosed_title(decode_html(r["body"][:limit], r["charset"])))
@@ -136,13 +192,16 @@ def bare_trafilatura(spark: SparkSession, root: str, cfg: Config) -> dict[str, f
 
 
 def bench_fixed_cost(
-    spark: SparkSession, work: str, sizes: tuple[int, ...] = (1_000, 100_000), hosts: int = 20
+    work: str,
+    sizes: tuple[int, ...] = (1_000, 100_000),
+    hosts: int = 20,
+    engine: str = "embedded",
 ) -> list[dict[str, Any]]:
     """One small generation (``hosts`` home pages, delay 0) on a crawl whose crawldb already
     holds N fetched URLs, for each N in sizes, run as ``crawl generation`` runs it
-    (``pipeline.run_generation``: one ledger read, a stage's done row and the next one's
-    running row in one commit): seconds per stage (from the generations table) and the fixed
-    cost = the generation's wall time - time on the network."""
+    (``runner.run_generation``: one ledger read, a stage's done row and the next one's
+    running row in one commit) on ``engine``: seconds per stage (from the generations table)
+    and the fixed cost = the generation's wall time - time on the network."""
     from crawllib.testweb import serve_in_thread
 
     out = []
@@ -156,23 +215,26 @@ def bench_fixed_cost(
             fetch__follow=False,  # the home pages only: the generation stays small
         )
         for n in sizes:
-            root = new_crawl(spark, work, f"fixed-{n}", cfg, web.seeds())
-            fill_crawldb(spark, root, n)
-            t0 = time.perf_counter()
-            runner.run_generation(spark, root, cfg, 0)
-            total = time.perf_counter() - t0
-            runs = {
-                r["stage"]: r
-                for r in tables.read(spark, root, "generations")
-                .where((F.col("gen") == 0) & (F.col("state") == StageState.DONE))
-                .collect()
-            }
-            network = runs["fetch"]["counts"]["seconds_fetching"]
+            db = new_crawl(work, f"fixed-{n}", cfg, web.seeds(), engine)
+            try:
+                fill_crawldb(db, n)
+                t0 = time.perf_counter()
+                runner.run_generation(db, cfg, 0)
+                total = time.perf_counter() - t0
+                runs = {
+                    stage: r
+                    for (gen, stage), r in generations.latest_runs(db).items()
+                    if gen == 0 and r.state == StageState.DONE
+                }
+            finally:
+                close_root(db)
+            network = runs["fetch"].counts["seconds_fetching"]
             out.append(
                 {
+                    "engine": engine,
                     "crawldb": n,
-                    "pages": runs["fetch"]["counts"]["ok"],
-                    **{f"{k}_s": runs[k]["seconds"] for k in ("plan", "fetch", "update")},
+                    "pages": runs["fetch"].counts["ok"],
+                    **{f"{k}_s": runs[k].seconds for k in ("plan", "fetch", "update")},
                     "network_s": network,
                     "total_s": total,
                     "fixed_s": total - network,
@@ -181,33 +243,35 @@ def bench_fixed_cost(
     return out
 
 
-def fill_crawldb(spark: SparkSession, root: str, n: int) -> None:
+def fill_crawldb(db: Db, n: int) -> None:
     """Append n URLs fetched just now (not due again for a day) on 1000 hosts that are not in
     the test web."""
-    url = F.format_string("http://filler%d.net/p/%d.html", F.col("id") % 1000, F.col("id"))
-    host = F.format_string("filler%d.net", F.col("id") % 1000)
-    now = F.current_timestamp()
-    given = {
-        "url_key": F.xxhash64(url),
-        "url": url,
-        "host": host,
-        "domain": host,
-        "status": F.lit(Status.FETCHED),
-        "attempts": F.lit(1),
-        "depth": F.lit(1),
-        "first_gen": F.lit(0),
-        "last_gen": F.lit(0),
-        "http_status": F.lit(200),
-        "content_hash": F.sha2(url, 256),
-        "updated_at": now,
-        "fetched_at": now,
-        "fetch_interval": F.lit(86400.0),
-        "next_fetch_at": now + F.expr("INTERVAL 1 DAY"),
-        "interval_source": F.lit(IntervalSource.DEFAULT),
-        "visits_changed": F.lit(0),
-        "visits_unchanged": F.lit(0),
-        "changed_at": now,
-    }
-    blank = {f.name: F.lit(None) for f in CRAWLDB.fields if f.name not in given}
-    rows = spark.range(n, numPartitions=2).select(*columns_of(CRAWLDB, **blank, **given))
-    tables.append(rows, root, "crawldb")
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    rows = []
+    for i in range(n):
+        host = f"filler{i % 1000}.net"
+        url = f"http://{host}/p/{i}.html"
+        rows.append(
+            {
+                "url_key": url_key(url),
+                "url": url,
+                "host": host,
+                "domain": host,
+                "status": Status.FETCHED,
+                "attempts": 1,
+                "depth": 1,
+                "first_gen": 0,
+                "last_gen": 0,
+                "http_status": 200,
+                "content_hash": hashlib.sha256(url.encode()).hexdigest(),
+                "updated_at": now,
+                "fetched_at": now,
+                "fetch_interval": 86400.0,
+                "next_fetch_at": now + dt.timedelta(days=1),
+                "interval_source": IntervalSource.DEFAULT,
+                "visits_changed": 0,
+                "visits_unchanged": 0,
+                "changed_at": now,
+            }
+        )
+    db.append(db.rows(rows, CRAWLDB), "crawldb")

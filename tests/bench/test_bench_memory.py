@@ -1,5 +1,6 @@
-"""The memory benchmark of the fetch stage: a page bigger than fetch.max_body_bytes and a gzip
-bomb are cut at the limits, and a Python worker's peak stays bounded by those limits."""
+"""The memory benchmark of the fetch stage, on each engine: a page bigger than
+fetch.max_body_bytes and a gzip bomb are cut at the limits, and a Python worker's peak stays
+bounded by those limits."""
 
 from __future__ import annotations
 
@@ -17,11 +18,17 @@ IMPORTS = 96 * MIB
 
 
 @pytest.mark.e2e
-def test_fetch_stage_memory_is_bounded_by_the_fetch_limits(spark, tmp_path):
-    (row,) = bench_memory(spark, str(tmp_path), body_sizes=(BODY,), regular_hosts=HOSTS)
+def test_fetch_stage_memory_is_bounded_by_the_fetch_limits(bench_engine, tmp_path):
+    (row,) = bench_memory(
+        str(tmp_path), body_sizes=(BODY,), regular_hosts=HOSTS, engine=bench_engine
+    )
 
+    assert row["engine"] == bench_engine
     assert row["hwm_reset"], "peaks must cover the fetch stage only"
-    for key in ("driver_peak", "jvm_peak", "worker_peak", "workers_sum_peak"):
+    # the engine's workers (Spark's Python workers, or the embedded engine's worker
+    # processes) and, on Spark, its JVM
+    roles = ("driver_peak", "worker_peak", "workers_sum_peak")
+    for key in (*roles, "jvm_peak") if bench_engine == "spark" else roles:
         assert row[key] > 0, f"{key}: the sampler found no such process"
     limits = row["max_body_bytes"] + row["max_decompressed_bytes"]
     assert row["worker_peak"] < WebSpec().bomb_bytes / 2
@@ -31,7 +38,10 @@ def test_fetch_stage_memory_is_bounded_by_the_fetch_limits(spark, tmp_path):
     # copy take up to EXTRACTION_FACTOR times that (a text-dense page is the worst case).
     # 32 MiB: the worker's own buffers (the big page's body and its copy, aiohttp's reads).
     # IMPORTS: a worker forked for the stage starts from PySpark's daemon and imports the
-    # fetch's modules (aiohttp, lxml, trafilatura, crawllib) during it.
+    # fetch's modules (aiohttp, lxml, trafilatura, crawllib) during it. The embedded engine's
+    # workers start with the stage: their start is a ready worker's RSS (a fresh interpreter
+    # with what it preloads, benchmarks.memory.idle_worker_rss), never nothing.
+    assert row["worker_start"] > 0
     extraction = EXTRACTION_FACTOR * load_config().parse.max_html_bytes
     bound = limits + extraction + 32 * MIB + IMPORTS
     assert row["worker_peak"] - row["worker_start"] < bound
@@ -43,4 +53,5 @@ def test_fetch_stage_memory_is_bounded_by_the_fetch_limits(spark, tmp_path):
     assert row["pages"] == HOSTS + 1  # the home pages and big.html; not the bomb
 
     table = markdown_table([row]).splitlines()
+    assert table[0].startswith(f"{bench_engine} engine;")
     assert table[-1].startswith(f"| {BODY // MIB} |") and "decompressed_too_large" in table[-1]

@@ -1,6 +1,7 @@
 """The scale benchmark (benchmarks.scale) at its quick mode's smallest size: the built
 root holds what its spec asks for, in the crawler's own keys and shapes, and the measured
-generation runs every stage on it and reports its figures."""
+generation runs every stage on it and reports its figures, on Spark (the scale benchmark's
+engine) and, the same generation again on a fresh copy, on the embedded engine."""
 
 from __future__ import annotations
 
@@ -86,3 +87,15 @@ def test_scale_root_and_generation(spark, tmp_path):
         (files0, bytes0), (files1, bytes1) = result["before"][name], result["after"][name]
         assert files1 > files0 and bytes1 > bytes0, name
     assert "| update |" in render([result])
+
+    # The same generation on a fresh copy, plan and update on the embedded engine: the same
+    # choices and counts (the synthetic fetch is Spark's in both).
+    embedded = measure(spark, spec, work, scale_config(spec), engine="embedded")
+    assert embedded["engine"] == "embedded"
+    for stage in STAGES:
+        figures = embedded["stages"][stage]
+        assert figures["wall_s"] > 0 and sum(figures["cpu_s"].values()) > 0, stage
+        assert figures["counts"] == result["stages"][stage]["counts"], stage
+    for name in FOLLOW:
+        assert embedded["stages"][name]["counts"] == result["stages"][name]["counts"], name
+    assert "plan and update on embedded" in render([embedded])

@@ -90,10 +90,10 @@ def results(
         "pages": 10_000,
         "bare_pages_per_s": 1000.0,
         "bare_cpu_ms": 0.5,
-        "spark_pages_per_s": 900.0,
-        "spark_fetching_s": 9,
-        "spark_fetch_s": 11.1,
-        "spark_cpu_ms": 1.0,
+        "stage_pages_per_s": 900.0,
+        "stage_fetching_s": 9,
+        "stage_fetch_s": 11.1,
+        "stage_cpu_ms": 1.0,
         "cores": 2,
         "parse_pages": 10_000,
         "parse_s": 40.0,
@@ -210,3 +210,15 @@ def test_a_new_report_keeps_the_hand_written_notes(tmp_path):
     assert kept_notes(str(path)) == notes
     path.write_text(render(results()))
     assert kept_notes(str(path)) == ""
+
+
+def test_the_report_names_the_engine_its_crawls_ran_on():
+    report = render({**results(), "engine": "embedded"})
+    assert "--engine embedded` at commit" in report.splitlines()[2]
+    assert "every crawl on the embedded engine" in report.splitlines()[2]
+    table = rows(report)
+    assert table["2a."][0].endswith("fetch stage (embedded) / bare engine")
+    assert "extraction on embedded" in table["3."][0]
+    assert "Fetch stage (embedded) 11.1 s, of which 9 s fetching" in report
+    # a report of the time before the engines: its crawls ran on Spark
+    assert "fetch stage (spark) / bare engine" in rows(render(results()))["2a."][0]
