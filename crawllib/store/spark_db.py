@@ -145,7 +145,7 @@ class SparkDb(Db):
 
     def collect(self, rel: Rel, limit: int | None = None) -> list[dict[str, Any]]:
         df: DataFrame = rel if limit is None else rel.limit(limit)
-        return [r.asDict(recursive=True) for r in df.collect()]
+        return [_plain(r.asDict(recursive=True)) for r in df.collect()]
 
     def count(self, rel: Rel) -> int:
         return int(rel.count())
@@ -288,3 +288,15 @@ class SparkDb(Db):
 
     def in_parallel(self, *actions: Callable[[], T]) -> list[T]:
         return tables.in_parallel(self.spark, *actions)
+
+
+def _plain(value: Any) -> Any:
+    """A collected value as the embedded engine gives it: binary as bytes (PySpark's is a
+    bytearray), inside lists, maps and structs too."""
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

@@ -321,6 +321,11 @@ def merge(
     size estimate of a computed source is unknown, so Spark would sort-merge join them).
     """
     keys = list(keys)
+    if not (update or also or insert):
+        # No clause: nothing to write (Delta refuses a MERGE without a WHEN clause); the
+        # lease is needed all the same, as for the embedded engine's MERGE of nothing.
+        with committing(spark, root):
+            return
     source = _conform(df, name).dropDuplicates(keys)
     if broadcast:
         source = F.broadcast(source)

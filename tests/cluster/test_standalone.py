@@ -50,6 +50,7 @@ from crawllib.core.vocab import STAGES
 from crawllib.stages import seeding
 from crawllib.store import lease, tables
 from crawllib.store.session import cached_jars
+from crawllib.store.spark_db import SparkDb
 from crawllib.testweb import WebSpec, serve_in_thread
 from crawllib.testweb.audit import write_log
 from tests.conftest import test_config_overrides
@@ -552,8 +553,9 @@ def test_a_generation_through_the_airflow_spark_submit_runner(
     # the crawl root with its seeds, as `crawl init` and `crawl seed` leave it
     cfg = replace(spark_cfg, network__resolve=web.resolve)
     with lease.hold(str(root), "pytest", cfg):  # every table write needs the writer lease
-        tables.init_tables(spark, str(root))
-        seeding.seed(spark, str(root), str(seeds), cfg, 0)
+        db = SparkDb(spark, str(root), cfg)
+        db.init_tables()
+        seeding.seed(db, str(seeds), cfg, 0)
 
     env = {k: v for k, v in cluster.env.items() if not k.startswith("PYSPARK_")}
     local = [

@@ -81,6 +81,8 @@ def test_init_creates_every_table_idempotently(spark, root, capsys):
         # a table with them costs a Spark job more)
         wanted = "true" if name == "crawldb" else None
         assert detail["properties"].get("delta.enableDeletionVectors") == wanted, name
+        # a checkpoint every 50 commits, not Delta's 10: each one costs a commit seconds
+        assert detail["properties"].get("delta.checkpointInterval") == "50", name
     capsys.readouterr()
     assert crawl("init", root) == 0
     assert "already initialised" in capsys.readouterr().out
@@ -134,8 +136,12 @@ def test_tables_of_an_older_crawllib_get_the_new_columns_null_and_new_rows_fill_
     request, engine, spark, spark_cfg, tmp_path
 ):
     root = str(tmp_path / "old")
-    with lease.hold(root, "pytest", spark_cfg):
-        old_tables_get_new_columns(spark, open_db(request, engine, root, spark_cfg))
+    db = open_db(request, engine, root, spark_cfg)
+    try:
+        with lease.hold(root, "pytest", spark_cfg):
+            old_tables_get_new_columns(spark, db)
+    finally:
+        db.close()
 
 
 def old_tables_get_new_columns(spark, db):
