@@ -198,6 +198,9 @@ def check_properties(db) -> None:
     assert db.property_of("hosts", "crawllib.test") is None
     # a new crawl's properties
     assert db.property_of("crawldb", "delta.enableDeletionVectors") == "true"
+    assert db.property_of("frontier", "delta.enableDeletionVectors") is None
+    for name in ("crawldb", "frontier", "pages", "generations"):  # Delta's 10 would cost time
+        assert db.property_of(name, "delta.checkpointInterval") == "50", name
     assert db.property_of("crawldb", "crawllib.depth") == "shortest"
     assert db.property_of("hosts", "crawllib.urls_tried") == "complete"
 

@@ -91,8 +91,11 @@ def test_adaptive_execution_is_off_on_one_machine_unless_the_config_turns_it_on(
     local = session.spark_conf(config(cache, "spark.master=local[2]"))
     assert local["spark.sql.adaptive.enabled"] == "false"
     assert local["spark.sql.autoBroadcastJoinThreshold"] == "-1"  # a broadcast is a job
+    assert local["spark.sql.codegen.wholeStage"] == "false"  # compiling costs more than it saves
+    assert "spark.databricks.delta.checkpointInterval" not in local  # not a Delta setting
     cluster = session.spark_conf(config(cache, "spark.master="))
     assert "spark.sql.autoBroadcastJoinThreshold" not in cluster
+    assert "spark.sql.codegen.wholeStage" not in cluster
     assert "spark.sql.adaptive.enabled" not in cluster
     on = ['spark.conf={"spark.sql.adaptive.enabled" = "true"}']
     assert (
