@@ -811,4 +811,4 @@ def check_root(root: str, writes: bool) -> None:
 def _command_line(args: argparse.Namespace) -> str:
     """What the lease names as its holder: the command and its generation, if one."""
     gen = getattr(args, "gen", None)
-    return f"crawl {args.command}" + (f" --gen {gen}" if gen is not None else "")
+    return f"crawl {args.command}" + (f" --gen {gen}" if gen not in (None, "next") else "")
