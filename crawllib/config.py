@@ -533,6 +533,12 @@ class FetchConfig:
         "crawl.max_depth and generate.max_per_host (needs fetch.extract; off: they wait for "
         "the next generation)",
     )
+    follow_other_hosts: bool = setting(
+        True,
+        "with follow, also fetch a page's links to the other slots of its task and to new hosts "
+        "the task owns (off: links stay within their page's slot; which page's link comes "
+        "first across hosts is a matter of timing, so two crawls may record other sources)",
+    )
     partitions: int = setting(
         0,
         "fetch tasks per slice, the same for every slice of a generation: a slot's task is "

@@ -706,9 +706,8 @@ class _Run:
             for row in self.follower.links(server.key, page, self._time_room(slot), server):
                 server.member(row["host"], self.cfg.politeness).rows.append(row)
             return
-        rows = self.follower.links(
-            slot.key, page, self._time_room(slot), slot.rows, self._room_elsewhere
-        )
+        elsewhere = self._room_elsewhere if self.cfg.fetch.follow_other_hosts else None
+        rows = self.follower.links(slot.key, page, self._time_room(slot), slot.rows, elsewhere)
         for row in rows:
             target = self.slots.get(row["slot"])
             if target is None:

@@ -375,6 +375,7 @@ def follows_new_hosts(cfg: Config) -> bool:
     return (
         cfg.fetch.follow
         and cfg.fetch.extract
+        and cfg.fetch.follow_other_hosts
         and cfg.fetch.new_host_urls > 0
         and cfg.politeness.key != "ip"
     )

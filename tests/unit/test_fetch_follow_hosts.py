@@ -199,3 +199,25 @@ def test_a_new_host_outside_the_network_guard_is_blocked_not_requested():
     fetches = {r["url"]: r for r in records if r["record"] == "fetch"}
     assert fetches["http://10.0.0.1/x"]["outcome"] == "blocked"
     assert not [r for r in records if r["record"] == "robots" and r["host"] == "10.0.0.1"]
+
+
+def test_with_follow_other_hosts_off_links_stay_in_their_pages_slot():
+    with LocalWeb() as server:
+        server.text(
+            "a.site1.net", "/", page("http://b.site2.org/x", "/1"), content_type="text/html"
+        )
+        server.text("a.site1.net", "/1", page(), content_type="text/html")
+        server.text("b.site2.org", "/x", page(), content_type="text/html")
+        cfg = config(
+            server.resolve("a.site1.net", "b.site2.org"),
+            crawl__max_depth=2,
+            fetch__follow_other_hosts=False,
+        )
+        planned = {"slot": "a.site1.net", "room": 10, "known": []}
+        owner = Owner(0, 1, frozenset({"a.site1.net"}), budget=100)
+        records = list(
+            fetch_rows([row("http://a.site1.net/")], cfg, (), follow_rows=[planned], owner=owner)
+        )
+        assert server.hits_of("b.site2.org") == []
+    fetched = sorted(r["url"] for r in records if r["record"] == "fetch")
+    assert fetched == ["http://a.site1.net/", "http://a.site1.net/1"]
