@@ -717,7 +717,26 @@ def _output_args(p: argparse.ArgumentParser, default: str) -> None:
     )
 
 
+# A command whose reader went away (`crawl sql ... | head -1`) ends as a process killed by
+# SIGPIPE does: silently, with status 128 + 13.
+BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `crawl` command: its exit status (0 done, 2 an error of the input or of the crawl
+    root, 1 anything else, BROKEN_PIPE when stdout's reader closed it)."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # inside the try: a closed pipe shows at the flush
+        return status
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that flush is quiet
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # argparse fills an optional positional (export-warc's OUT_DIR) with its default together

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
+import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
@@ -25,6 +26,17 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# Control characters a crawled page can carry into a title or an anchor (ESC, BEL, CSI...): a
+# terminal would obey them (retitle the window, clear the screen), so the outputs show them
+# escaped, ``\x1b``. Tabs and line ends are CSV's to quote; the table makes them spaces.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_C1 = re.compile(r"[\x7f-\x9f]")  # what json.dumps(ensure_ascii=False) leaves raw
+
+
+def _escaped(text: str) -> str:
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def _cell(value: Any, width: int = 60) -> str:
     value = _plain(value)
     text = (
@@ -34,8 +46,12 @@ def _cell(value: Any, width: int = 60) -> str:
         if isinstance(value, dict | list)
         else str(value)
     )
-    text = text.replace("\n", " ")
+    text = _escaped(text) if width == CSV_WIDTH else _escaped(_SPACED.sub(" ", text))
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+CSV_WIDTH = 1 << 30  # a CSV cell is never cut
+_SPACED = re.compile(r"[\t\n\r]")
 
 
 def write_table(
@@ -61,12 +77,10 @@ def write_json(
     out = out or sys.stdout  # looked up per call: sys.stdout may have been replaced
     n = 0
     for row in rows:
-        out.write(
-            json.dumps(
-                {c: _plain(v) for c, v in zip(columns, row, strict=True)}, ensure_ascii=False
-            )
-            + "\n"
+        line = json.dumps(
+            {c: _plain(v) for c, v in zip(columns, row, strict=True)}, ensure_ascii=False
         )
+        out.write(_C1.sub(lambda m: f"\\u{ord(m.group()):04x}", line) + "\n")
         n += 1
     return n
 
@@ -79,7 +93,7 @@ def write_csv(
     writer.writerow(columns)
     n = 0
     for row in rows:
-        writer.writerow([_cell(v, width=1 << 30) if v is not None else "" for v in row])
+        writer.writerow([_cell(v, width=CSV_WIDTH) if v is not None else "" for v in row])
         n += 1
     return n
 

@@ -10,6 +10,9 @@ whether the run goes on after plan.
 
 from __future__ import annotations
 
+import argparse
+import sys
+
 from crawllib.config import Config, make_config
 from crawllib.core.errors import EngineUnavailable
 from crawllib.core.stage_order import RunRow, States, latest_of, next_gen
@@ -64,8 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m crawllib.runs.orchestrator due ROOT [--gen next|N]`` prints the generation the run
     works on (N as given); ``... planned ROOT GEN`` exits 0 when plan of GEN is done, else
     NOTHING_TO_FETCH. ``--config FILE`` (repeatable) only for the S3 settings of spark.conf.
-    The number is the last line printed (Airflow's BashOperator pushes it to XCom)."""
-    import argparse
+    The number is the last line printed (Airflow's BashOperator pushes it to XCom). A root
+    that is not a crawl root, or a bad config file, is one line on stderr and exit 2."""
     import logging
 
     from crawllib.config import load_config
@@ -78,7 +81,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", action="append", default=[], metavar="FILE")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    cfg = load_config(args.config)
+    try:
+        return _run(parser, args, load_config(args.config))
+    except (FileNotFoundError, ValueError) as exc:  # ConfigError is a ValueError
+        # one line for the task's log, exit 2 as `crawl` gives for a bad input or root
+        print(f"{parser.prog} {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, cfg: Config) -> int:
     if args.command == "due":
         if args.given != "next":
             gen = int(args.given)
@@ -98,6 +109,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
     sys.exit(main())

@@ -159,6 +159,16 @@ def test_the_worker_command_exits_99_when_plan_recorded_no_run(ledger: Ledger) -
     assert "nothing left to fetch" in nothing.stdout
 
 
+def test_the_worker_command_on_no_crawl_root_says_so_in_one_line(tmp_path: Path) -> None:
+    ran = run_module("due", str(tmp_path / "nowhere"))
+    assert ran.returncode == 2
+    assert "Traceback" not in ran.stderr
+    assert ran.stderr.strip().splitlines() == [
+        f"python -m crawllib.runs.orchestrator due: {tmp_path / 'nowhere'}: no generations table "
+        "(not a crawl root?)"
+    ]
+
+
 def test_the_worker_command_needs_no_spark() -> None:
     """The Airflow worker's Python needs the sql extra, not pyspark or a JVM."""
     code = (

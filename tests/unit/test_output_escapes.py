@@ -1,0 +1,42 @@
+"""Rows from crawled pages printed for people and programs: a title's terminal escapes (ESC,
+BEL, the C1 CSI) reach the terminal as visible text, never as commands; JSON keeps the value
+exact."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from crawllib.core import output
+
+HOSTILE = "Hi \x1b]0;PWNED\x07\x1b[2J end\x9b"
+ROW = (HOSTILE, "line\nnext\ttab")
+
+
+def printed(fmt: str) -> str:
+    buffer = io.StringIO()
+    output.WRITERS[fmt](["title", "text"], [ROW], buffer)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_no_control_character_reaches_the_terminal(fmt: str) -> None:
+    text = printed(fmt)
+    controls = {c for c in text if ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F} - {"\n", "\r", "\t"}
+    assert not controls, (fmt, text)
+    if fmt != "json":
+        assert "\\x1b]0;PWNED\\x07\\x1b[2J end\\x9b" in text
+
+
+def test_the_table_puts_line_ends_and_tabs_on_one_line() -> None:
+    body = printed("table").splitlines()[3]
+    assert "line next tab" in body
+
+
+def test_csv_keeps_line_ends_quoted_and_json_keeps_the_value_exact() -> None:
+    rows = list(csv.reader(io.StringIO(printed("csv"))))
+    assert rows[1][1] == "line\nnext\ttab"
+    assert json.loads(printed("json")) == {"title": HOSTILE, "text": "line\nnext\ttab"}
