@@ -47,6 +47,10 @@ def at_least(lo: float) -> Check:
     return lambda v: None if v >= lo else f"a number >= {lo}"
 
 
+MAX_INT = 2**63 - 2  # an int setting and that plus one fit a 64-bit integer
+MAX_DEPTH = 2**31 - 2  # a depth and that plus one fit crawldb's depth column (an int)
+
+
 def between(lo: int, hi: int) -> Check:
     return lambda v: None if lo <= v <= hi else f"an integer from {lo} to {hi}"
 
@@ -170,7 +174,9 @@ class CrawlConfig:
         "uses the real clock). Tests and simulations set it per generation (--now)",
         _check_now,
     )
-    max_depth: int = setting(3, "links followed from a seed; deeper URLs are filtered", at_least(0))
+    max_depth: int = setting(
+        3, "links followed from a seed; deeper URLs are filtered", between(0, MAX_DEPTH)
+    )
     max_url_length: int = setting(2048, "longer URLs are filtered", at_least(16))
     skip_extensions: tuple[str, ...] = setting(
         (
@@ -785,6 +791,9 @@ def coerce(key: str, value: Any, from_text: bool = False) -> Any:
         raise _refused(key, value, _allowed(setting_))
     if kind == "float" and not math.isfinite(value):
         raise _refused(key, value, "a finite number")
+    if kind == "int" and not -MAX_INT <= value <= MAX_INT:
+        # what the tables and Spark hold: an int setting goes into queries as a bigint
+        raise _refused(key, value, f"an integer from {-MAX_INT} to {MAX_INT}")
     if setting_.check is not None:
         problem = setting_.check(value)
         if problem:
