@@ -63,7 +63,7 @@ def test_resolve_table_from_set_and_file(tmp_path):
     ("override", "fragments"),
     [
         ("crawl.max_depth=abc", ["crawl.max_depth", "'abc'", "an integer"]),
-        ("crawl.max_depth=-1", ["crawl.max_depth", "-1", ">= 0"]),
+        ("crawl.max_depth=-1", ["crawl.max_depth", "-1", "from 0 to"]),
         ("crawl.max_dept=2", ["unknown config key", "crawl.max_dept", "max_depth"]),
         ("crawler.max_depth=2", ["unknown config section", "crawler", "crawl"]),
         ("politeness.key=url", ["politeness.key", "'url'", "one of host, domain, ip"]),
