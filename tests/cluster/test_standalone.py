@@ -11,9 +11,9 @@ it from the cluster's Spark. The register step puts the tables in a Hive metasto
 one in the driver's folder: EMR's is Glue, which cannot be had here).
 
 One generation also runs through the Airflow DAG's ``spark_submit`` runner: the command
-SparkSubmitOperator builds for the ``generation``... stages (rendered in the Airflow venv,
-tests/cluster/airflow_submit.py), run against the cluster, with the packed environment shipped
-with ``--archives``.
+SparkSubmitOperator builds for ``submit = "generation"`` (rendered in the Airflow venv,
+tests/cluster/airflow_submit.py, with the per-stage DAG's commands), run against the cluster,
+with the packed environment shipped with ``--archives``. And one executor is killed mid-fetch.
 
 The daemons and spark-submit come from a worker environment with ``dist/requirements.txt`` and
 pyspark (cached in ``.venv-worker/``, rebuilt when requirements change); the master, the
@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from crawllib import cli
 from crawllib.config import replace
 from crawllib.core.urls import normalize_url
 from crawllib.core.vocab import STAGES
@@ -465,7 +466,8 @@ def test_emr_steps_run_on_standalone_cluster(
     assert "generation 1: done" in out, out[-3000:]
 
     # The register step: the tables in the catalog (a Derby metastore in the driver's folder,
-    # for EMR's Glue), created once; a second run finds them there, in a new session.
+    # for EMR's Glue). That a second run in a new session finds them there and changes nothing
+    # is tests/spark/test_register.py's (a spark-submit more here is minutes of CI).
     register = tmp_path / "driver-register"
     # SETTINGS' spark.conf replaces emr.toml's table: its catalog setting goes back in here
     (tests_conf,) = [o for o in SETTINGS if o.startswith("spark.conf={")]
@@ -474,11 +476,6 @@ def test_emr_steps_run_on_standalone_cluster(
     reg_cmd = step_submit("steps-register.json", cluster, paths, "crawllib-emr-register", network)
     out = submit_step("steps-register.json", reg_cmd, register, env)
     assert "| crawl.pages " in out and "registered in crawl:" in out and " created" in out
-    again = step_submit("steps-register.json", cluster, paths, "crawllib-emr-register2", network)
-    assert run_submit(again, register, env) == 0, tail(register / "stderr")  # same metastore
-    second = (register / "stdout").read_text(errors="replace")
-    assert "registered in crawl:" in second and " created" not in second, second[-3000:]
-    assert "unchanged" in second
 
     # Each step ran on the standalone cluster: the master lists it as finished, and each
     # worker ran an executor that received crawllib.zip (--py-files) and nothing else: its
@@ -524,9 +521,11 @@ def airflow_submit_command(crawls: Path, stage: str, gen: int, master: str) -> l
 def test_a_generation_through_the_airflow_spark_submit_runner(
     spark, spark_cfg, dist, worker_python, cluster, web, tmp_path
 ):
-    """One generation, stage by stage, with the spark-submit commands the DAG's
-    SparkSubmitOperators build: crawllib.zip and the Delta jar on --py-files, the jars, the
-    packed environment shipped with --archives for the executors."""
+    """One generation with the spark-submit command the DAG's SparkSubmitOperator builds for
+    ``submit = "generation"``: crawllib.zip and the Delta jar on --py-files, the jars, the packed
+    environment shipped with --archives for the executors. The per-stage DAG's commands
+    (``submit = "stage"``) are rendered too: the same options, one job per stage (each job is
+    the same one-line entry point as jobs/generation.py, so one submit runs on the cluster)."""
     opt = emr_node(dist, tmp_path)  # the artifacts, as on an Airflow worker
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("\n".join(web.seeds()[:2]) + "\n")
@@ -538,10 +537,7 @@ def test_a_generation_through_the_airflow_spark_submit_runner(
     lines += ["ui = false", "[politeness]", "default_delay = 0.1", "[storage]", "fetch_slices = 2"]
     settings.write_text("\n".join(lines) + "\n")
     network = write_config(tmp_path / "crawl.toml", web.resolve)
-    crawls = tmp_path / "crawls"
-    crawls.mkdir()
     definition = [
-        'name = "local"',
         f'root = "{root}"',
         'conn_id = "spark_standalone"',
         f'artifacts = "{opt}"',
@@ -549,7 +545,32 @@ def test_a_generation_through_the_airflow_spark_submit_runner(
         f"delta_jars = {json.dumps(delta)}",
         f'driver_python = "{opt}/env/bin/python"',
     ]
-    (crawls / "local.toml").write_text("\n".join(definition) + "\n")
+    commands = {}
+    for submit, tasks in (("stage", STAGES), ("generation", ("generation",))):
+        crawls = tmp_path / f"crawls-{submit}"
+        crawls.mkdir()
+        lines = ['name = "local"', f'submit = "{submit}"', *definition]
+        (crawls / "local.toml").write_text("\n".join(lines) + "\n")
+        for task in tasks:
+            command = airflow_submit_command(crawls, task, 0, cluster.url)
+            assert command[0] == "spark-submit" and command[1:3] == ["--master", cluster.url]
+            assert f"{opt}/crawllib-env.tar.gz#environment" in command  # --archives
+            assert "spark.pyspark.python=./environment/bin/python" in command
+            app = command.index(f"{opt}/jobs/{task}.py")
+            assert command[app + 1 : app + 4] == [str(root), "--gen", "0"], command[app:]
+            commands[task] = command, app
+
+    # every stage's submit ships what the generation's does (under a name of its own)
+    def options(task: str) -> list[str]:
+        command, app = commands[task]
+        named = command.index("--name")
+        assert command[named + 1] == f"crawl-local-{task}"
+        return command[:named] + command[named + 2 : app]
+
+    gen_command, gen_app = commands["generation"]
+    for stage in STAGES:
+        assert options(stage) == options("generation"), stage
+
     # the crawl root with its seeds, as `crawl init` and `crawl seed` leave it
     cfg = replace(spark_cfg, network__resolve=web.resolve)
     with lease.hold(str(root), "pytest", cfg):  # every table write needs the writer lease
@@ -564,16 +585,10 @@ def test_a_generation_through_the_airflow_spark_submit_runner(
         "--conf", f"spark.cores.max={WORKERS}",
         "--conf", "spark.databricks.delta.snapshotPartitions=2",
     ]  # fmt: skip
-    for stage in STAGES:
-        command = airflow_submit_command(crawls, stage, 0, cluster.url)
-        assert command[0] == "spark-submit" and command[1:3] == ["--master", cluster.url]
-        assert f"{opt}/crawllib-env.tar.gz#environment" in command  # --archives
-        assert "spark.pyspark.python=./environment/bin/python" in command
-        app = command.index(f"{opt}/jobs/{stage}.py")
-        cmd = [str(cluster.home / "bin" / "spark-submit"), *command[1:app], *local]
-        cmd += command[app:]
-        out = submit_step(f"airflow {stage}", cmd, tmp_path / f"driver-{stage}", env)
-        assert f"generation 0 {stage}: done" in out, out[-3000:]
+    cmd = [str(cluster.home / "bin" / "spark-submit"), *gen_command[1:gen_app], *local]
+    cmd += gen_command[gen_app:]
+    out = submit_step("airflow generation", cmd, tmp_path / "driver-generation", env)
+    assert "generation 0: done" in out, out[-3000:]
     pages = tables.read(spark, str(root), "pages").count()
     assert pages >= 2  # the two seeds, and what the fetch followed from them
     done = {
@@ -582,11 +597,11 @@ def test_a_generation_through_the_airflow_spark_submit_runner(
         if r["state"] == "done"
     }
     assert done == set(STAGES)
-    # The three submits ran on the cluster (named as the crawl's spark.app_name, which the
-    # session sets over spark-submit's --name), their executors in the shipped environment.
+    # The submit ran on the cluster (named as the crawl's spark.app_name, which the session
+    # sets over spark-submit's --name), its executors in the shipped environment.
     state = cluster.state() or {}
     apps = [a for a in state.get("completedapps", []) if a["name"] == "crawllib"]
-    assert [a["state"] for a in apps] == ["FINISHED"] * len(STAGES), state
+    assert [a["state"] for a in apps] == ["FINISHED"], state
     executors = [
         d
         for work in cluster.work_dirs
@@ -745,43 +760,50 @@ def test_an_executor_lost_mid_fetch_stays_polite(
         for setting in LOSS_SETTINGS:
             network += ["--set", setting]
         logs, kill = {}, Kill()
-        for run in ("calm", "loss"):
-            roots[run] = tmp_path / f"crawl-{run}"
-            paths = {
-                "/opt/crawllib/": f"{opt}/",
-                "/usr/share/aws/delta/lib/delta-spark.jar": next(
-                    j for j in jars if "delta-spark_" in j
-                ),
-                "/usr/share/aws/delta/lib/delta-storage.jar": next(
-                    j for j in jars if "delta-storage" in j
-                ),
-                "s3://BUCKET/crawl": str(roots[run]),
-                "s3://BUCKET/seeds.txt": str(seeds),
-            }
-            conf = tmp_path / f"spark-conf-{run}"
-            write_spark_conf(conf, paths)
-            app = f"crawllib-loss-{run}-{uuid.uuid4().hex[:8]}"
-            cmd = step_submit("steps-start.json", cluster, paths, app, network)
-            web.reset_log()
-            stop = threading.Event()
-            killer = threading.Thread(
-                target=kill_an_executor_mid_fetch, args=(cluster, app, web, kill, stop)
+        # The crawl without the kill, on the embedded engine (the engines write the same
+        # tables: tests/e2e/test_engines.py), with the step's own settings.
+        roots["calm"] = tmp_path / "crawl-calm"
+        web.reset_log()
+        calm = ["run", str(roots["calm"]), "--seeds", str(seeds), "--generations", "1"]
+        calm += ["--config", str(REPO / "conf" / "emr.toml"), "--engine", "embedded"]
+        calm += [a for setting in SETTINGS for a in ("--set", setting)]
+        assert cli.main([*calm, *network]) == 0
+        logs["calm"] = web.log
+        roots["loss"] = tmp_path / "crawl-loss"
+        paths = {
+            "/opt/crawllib/": f"{opt}/",
+            "/usr/share/aws/delta/lib/delta-spark.jar": next(
+                j for j in jars if "delta-spark_" in j
+            ),
+            "/usr/share/aws/delta/lib/delta-storage.jar": next(
+                j for j in jars if "delta-storage" in j
+            ),
+            "s3://BUCKET/crawl": str(roots["loss"]),
+            "s3://BUCKET/seeds.txt": str(seeds),
+        }
+        conf = tmp_path / "spark-conf-loss"
+        write_spark_conf(conf, paths)
+        app = f"crawllib-loss-{uuid.uuid4().hex[:8]}"
+        cmd = step_submit("steps-start.json", cluster, paths, app, network)
+        web.reset_log()
+        stop = threading.Event()
+        killer = threading.Thread(
+            target=kill_an_executor_mid_fetch, args=(cluster, app, web, kill, stop)
+        )
+        killer.start()
+        try:
+            submit_step(
+                "start (loss)",
+                cmd,
+                tmp_path / "driver-loss",
+                {**env, "SPARK_CONF_DIR": str(conf)},
             )
-            if run == "loss":
-                killer.start()
-            try:
-                submit_step(
-                    f"start ({run})",
-                    cmd,
-                    tmp_path / f"driver-{run}",
-                    {**env, "SPARK_CONF_DIR": str(conf)},
-                )
-            finally:
-                stop.set()
-                if run == "loss":
-                    killer.join()
-            logs[run] = web.log
-            write_log(str(tmp_path / f"requests-{run}.jsonl"), logs[run])  # for a post-mortem
+        finally:
+            stop.set()
+            killer.join()
+        logs["loss"] = web.log
+        for run, log in logs.items():
+            write_log(str(tmp_path / f"requests-{run}.jsonl"), log)  # for a post-mortem
     print(
         f"killed executor JVM {kill.jvm}; its Python processes outlived it by {kill.outlived:.2f}s"
     )
