@@ -717,14 +717,19 @@ def _output_args(p: argparse.ArgumentParser, default: str) -> None:
     )
 
 
-# A command whose reader went away (`crawl sql ... | head -1`) ends as a process killed by
-# SIGPIPE does: silently, with status 128 + 13.
+# A command whose reader went away (`crawl sql ... | head -1`) ends quietly: with status 0 when
+# printing was its work (it printed what its reader took), as a process killed by SIGPIPE does
+# (128 + 13) when it writes the crawl root: its work may be unfinished and a scheduler must not
+# take it as done.
 BROKEN_PIPE = 141
+_running: dict[str, Command] = {}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `crawl` command: its exit status (0 done, 2 an error of the input or of the crawl
-    root, 1 anything else, BROKEN_PIPE when stdout's reader closed it)."""
+    root, 1 anything else; when stdout's reader closed it, 0 for a command that only reads and
+    BROKEN_PIPE for one that writes)."""
+    _running.clear()
     try:
         status = _main(argv)
         sys.stdout.flush()  # inside the try: a closed pipe shows at the flush
@@ -733,7 +738,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Python flushes stdout again at exit: point it at /dev/null so that flush is quiet
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return BROKEN_PIPE
+        cmd = _running.get("command")
+        return BROKEN_PIPE if cmd is None or cmd.writes else 0
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -755,6 +761,7 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"crawl: configuration error: {exc}", file=sys.stderr)
         return 2
     cmd = COMMANDS[args.command]
+    _running["command"] = cmd
     try:
         if getattr(args, "root", None):
             check_root(args.root, cmd.writes and not getattr(args, "dry_run", False))
