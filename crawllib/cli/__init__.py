@@ -434,7 +434,10 @@ def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib.runs import status
 
     rows, fresh = status.read_without_spark(args.root, cfg)  # no JVM: read with delta-rs
-    WRITERS[args.format](status.COLUMNS, rows, sys.stdout)
+    if args.format == "json":
+        WRITERS["json"](status.JSON_COLUMNS, rows, sys.stdout)
+    else:
+        WRITERS[args.format](status.COLUMNS, status.printable(rows), sys.stdout)
     footer = status.freshness_line(*fresh)
     if args.format == "table" and footer:
         print(footer)

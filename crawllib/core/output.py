@@ -11,18 +11,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        # times print in UTC without an offset, as the tables hold them
-        value = value.astimezone(dt.UTC).replace(tzinfo=None)
-    if isinstance(value, dt.datetime | dt.date):
+def _plain(value: Any, zoned: bool = False) -> Any:
+    """A value as the outputs print it. Times are UTC (the tables hold them so, without a
+    zone): the table and CSV print them bare, JSON (``zoned``) with their offset, +00:00."""
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return (value.replace(tzinfo=dt.UTC) if zoned else value).isoformat()
+    if isinstance(value, dt.date):
         return value.isoformat()
     if isinstance(value, bytes | bytearray):
         return value.decode("utf-8", errors="replace")
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): _plain(v, zoned) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [_plain(v, zoned) for v in value]
     return value
 
 
@@ -78,7 +81,8 @@ def write_json(
     n = 0
     for row in rows:
         line = json.dumps(
-            {c: _plain(v) for c, v in zip(columns, row, strict=True)}, ensure_ascii=False
+            {c: _plain(v, zoned=True) for c, v in zip(columns, row, strict=True)},
+            ensure_ascii=False,
         )
         out.write(_C1.sub(lambda m: f"\\u{ord(m.group()):04x}", line) + "\n")
         n += 1

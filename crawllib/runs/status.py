@@ -16,6 +16,8 @@ from crawllib.core.vocab import STAGES
 from crawllib.policy.revisit import freshness_query
 
 COLUMNS = ("gen", "stage", "state", "seconds", "items/s", "counts")
+# The same columns as JSON keys: names a program can use, the counts a map of numbers.
+JSON_COLUMNS = ("gen", "stage", "state", "seconds", "items_per_second", "counts")
 # The count each stage's items per second are of: its result's THROUGHPUT (crawllib.stages;
 # tests/unit/test_status.py keeps the two equal), here so that status needs no Spark.
 THROUGHPUT = {"plan": "candidates", "fetch": "urls", "update": "urls"}
@@ -23,7 +25,8 @@ THROUGHPUT = {"plan": "candidates", "fetch": "urls", "update": "urls"}
 
 def status_rows(rows: Iterable[RunRow]) -> list[tuple]:
     """One row per (gen, stage), its latest run (crawllib.core.stage_order.latest_of): gen, stage, state,
-    seconds, items per second (of the stage's throughput count), its non-zero counts."""
+    seconds, items per second (of the stage's throughput count), its counts (a dict, by name;
+    `printable` makes them one line for the table and CSV)."""
     order = {s: i for i, s in enumerate(STAGES)}
     out = []
     latest = latest_of(list(rows))
@@ -33,9 +36,13 @@ def status_rows(rows: Iterable[RunRow]) -> list[tuple]:
         items = r.counts.get(THROUGHPUT[stage]) if stage in THROUGHPUT else None
         rate = round(items / r.seconds, 1) if items is not None and r.seconds else None
         seconds = round(r.seconds, 1) if r.seconds is not None else None
-        counts = dict(sorted(r.counts.items()))
-        out.append((gen, stage, r.state, seconds, rate, counts_line(counts) if counts else ""))
+        out.append((gen, stage, r.state, seconds, rate, dict(sorted(r.counts.items()))))
     return out
+
+
+def printable(rows: Iterable[tuple]) -> list[tuple]:
+    """`status_rows` with their counts as one line ("candidates 10, hosts 2")."""
+    return [(*row[:-1], counts_line(row[-1]) if row[-1] else "") for row in rows]
 
 
 def freshness_sql(cfg: Config) -> str:

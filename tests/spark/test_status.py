@@ -80,11 +80,13 @@ def test_status_without_a_jvm_gives_the_rows_the_engine_reads(db, spark_cfg):
     done = crawl_status(root, "--format", "json")
     assert done.returncode == 0, done.stderr
     got = [json.loads(line) for line in done.stdout.splitlines()]
-    want = [dict(zip(status.COLUMNS, row, strict=True)) for row in engine_status_rows(db)]
+    want = [dict(zip(status.JSON_COLUMNS, row, strict=True)) for row in engine_status_rows(db)]
     assert got == want and len(got) == 6
     plan = got[0]
     assert (plan["gen"], plan["stage"], plan["state"]) == (0, "plan", "done")
-    assert plan["counts"] == "candidates 10, hosts 2, planned 8"
+    # a program reads the counts as a map of numbers, items per second by a plain name
+    assert plan["counts"] == {"candidates": 10, "hosts": 2, "planned": 8}
+    assert "items_per_second" in plan and "items/s" not in plan
     assert got[-1]["stage"] == "fetch" and got[-1]["state"] == "running"
 
     table = crawl_status(root)
@@ -95,6 +97,7 @@ def test_status_without_a_jvm_gives_the_rows_the_engine_reads(db, spark_cfg):
     assert 0 < fresh < 1
     assert status.read_without_spark(root, cfg)[1] == (pages, due, fresh)
     assert status.freshness_line(pages, due, fresh) in table.stdout
+    assert "| candidates 10, hosts 2, planned 8 " in table.stdout  # one line for people
 
 
 def test_status_of_a_folder_that_is_no_crawl_root_is_one_line(tmp_path):

@@ -40,3 +40,19 @@ def test_csv_keeps_line_ends_quoted_and_json_keeps_the_value_exact() -> None:
     rows = list(csv.reader(io.StringIO(printed("csv"))))
     assert rows[1][1] == "line\nnext\ttab"
     assert json.loads(printed("json")) == {"title": HOSTILE, "text": "line\nnext\ttab"}
+
+
+def test_json_times_carry_their_offset_the_table_and_csv_print_them_as_stored() -> None:
+    import datetime as dt
+
+    naive = dt.datetime(2026, 12, 6, 21, 5, 3, 250000)  # the tables' UTC, without a zone
+    aware = dt.datetime(2026, 12, 6, 22, 5, 3, 250000, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+    for value in (naive, aware):
+        buffer = io.StringIO()
+        output.WRITERS["json"](["at", "day"], [(value, dt.date(2026, 12, 6))], buffer)
+        got = json.loads(buffer.getvalue())
+        assert got == {"at": "2026-12-06T21:05:03.250000+00:00", "day": "2026-12-06"}
+        assert dt.datetime.fromisoformat(got["at"]) == naive.replace(tzinfo=dt.UTC)
+        buffer = io.StringIO()
+        output.WRITERS["csv"](["at"], [(value,)], buffer)
+        assert buffer.getvalue().splitlines()[1] == "2026-12-06T21:05:03.250000"
