@@ -677,6 +677,13 @@ class SqlConfig:
         "disk); past it the query stops and exits 2",
         _check_memory,
     )
+    table_rows: int = setting(
+        1000,
+        "the rows `crawl sql` prints at most in its table format without --limit (a table "
+        "holds its rows to size its columns); the rest are said to exist, not read: --limit "
+        "or --format csv|json, which stream every row",
+        at_least(1),
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,7 @@ import datetime as dt
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from crawllib.cli import terminal
@@ -135,7 +135,12 @@ def _sql_args(p: argparse.ArgumentParser) -> None:
     _root(p)
     p.add_argument("query", help='SQL over the crawl tables, e.g. "SELECT count(*) FROM frontier"')
     p.add_argument("--format", choices=["table", "json", "csv"], default="table")
-    p.add_argument("--limit", type=int, default=None, help="print at most this many rows")
+    p.add_argument(
+        "--limit",
+        type=_row_limit,
+        default=None,
+        help="print at most this many rows (the table format's default: sql.table_rows)",
+    )
     p.add_argument(
         "--engine",
         choices=["auto", "duckdb", "embedded", "spark"],
@@ -148,6 +153,43 @@ def _sql_args(p: argparse.ArgumentParser) -> None:
 def _init_args(p: argparse.ArgumentParser) -> None:
     _root(p)
     _engine_arg(p)
+
+
+def _row_limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--limit {text!r}: expected a number of rows >= 0")
+    return value
+
+
+class _TableCap:
+    """The rows the table format prints: at most ``cap`` when no --limit was given (the table
+    holds them to size its columns); whether more were left unread is known after."""
+
+    def __init__(self, args: argparse.Namespace, cfg: Config) -> None:
+        self.cap = cfg.sql.table_rows if args.format == "table" and args.limit is None else None
+        self.more = False
+
+    def limit(self, limit: int | None) -> int | None:
+        """The rows to read: one more than the cap, to know whether there are more."""
+        return limit if self.cap is None else self.cap + 1
+
+    def rows(self, rows: Iterator[tuple]) -> Iterator[tuple]:
+        for n, row in enumerate(rows):
+            if self.cap is not None and n == self.cap:
+                self.more = True
+                return
+            yield row
+
+    def note(self) -> None:
+        if self.more:
+            print(
+                f"(the first {self.cap} rows: sql.table_rows; more with --limit N, or all "
+                "with --format csv|json)"
+            )
 
 
 @command("init", "create the crawl tables under ROOT (idempotent)", _init_args, writes=True)
@@ -194,14 +236,16 @@ def cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
     if engine == "auto":
         local = args.root.startswith("file:") or "://" not in args.root
         engine = "duckdb" if local and duckdb_engine.available() else "spark"
+    cap = _TableCap(args, cfg)
     if engine == "duckdb":
-        columns, rows = duckdb_engine.run_query(args.root, args.query, cfg, args.limit)
-        WRITERS[args.format](columns, rows, sys.stdout)
+        columns, rows = duckdb_engine.run_query(args.root, args.query, cfg, cap.limit(args.limit))
+        WRITERS[args.format](columns, cap.rows(rows), sys.stdout)
+        cap.note()
         return 0
-    return _spark_sql(args, cfg)
+    return _spark_sql(args, cfg, cap)
 
 
-def _spark_sql(args: argparse.Namespace, cfg: Config) -> int:
+def _spark_sql(args: argparse.Namespace, cfg: Config, cap: _TableCap) -> int:
     from pyspark.sql.types import TimestampType
 
     from crawllib.core.errors import QueryRefused
@@ -215,8 +259,9 @@ def _spark_sql(args: argparse.Namespace, cfg: Config) -> int:
     with time_limit(spark, seconds) as stopped:
         try:
             df = run_query(spark, args.root, args.query)
-            if args.limit is not None:
-                df = df.limit(args.limit)
+            limit = cap.limit(args.limit)
+            if limit is not None:
+                df = df.limit(limit)
             # PySpark gives timestamps in this machine's time zone, naive: they print in UTC,
             # as DuckDB's
             fields = df.schema.fields
@@ -228,7 +273,8 @@ def _spark_sql(args: argparse.Namespace, cfg: Config) -> int:
                 )
                 for r in df.toLocalIterator()
             )
-            WRITERS[args.format](df.columns, rows, sys.stdout)
+            WRITERS[args.format](df.columns, cap.rows(rows), sys.stdout)
+            cap.note()
         except QueryRefused:
             raise
         except Exception as exc:  # the query failed while it ran (a bad cast, say)

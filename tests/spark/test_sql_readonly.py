@@ -174,6 +174,14 @@ def test_queries_run(spark, root, capsys, statement):
     assert state(spark, root) == before
 
 
+def test_the_table_format_reads_at_most_table_rows_rows_without_limit(root, capsys):
+    query = "SELECT id FROM range(1000000000000)"
+    assert cli.main(["sql", root, query, *SPARK, "--set", "sql.table_rows=3"]) == 0
+    out = capsys.readouterr().out
+    assert "(3 rows)" in out and "| 2  |" in out and "| 3  |" not in out
+    assert out.splitlines()[-1].startswith("(the first 3 rows: sql.table_rows; more with")
+
+
 def test_a_query_spark_cannot_analyse_is_one_line_too(root, capsys):
     assert cli.main(["sql", root, "SELECT no_such_column FROM crawldb", *SPARK]) == 2
     err = capsys.readouterr().err.strip()
