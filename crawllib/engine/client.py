@@ -301,12 +301,16 @@ _INFLATE_STEP = 1 << 20
 
 
 class _Inflater:
-    """Incremental gzip/deflate decoder whose output never grows past the caller's cap."""
+    """Incremental gzip/deflate decoder whose output never grows past the caller's cap. A
+    gzip body may hold several members (RFC 1952 2.2: ``cat a.gz b.gz``), decoded one after
+    the other; bytes after the last member that start no member (padding) are ignored."""
 
     def __init__(self, encoding: str) -> None:
         self.deflate = encoding == "deflate"
         self.started = False
         self.d = zlib.decompressobj(zlib.MAX_WBITS if self.deflate else 16 + zlib.MAX_WBITS)
+        self.tail = b""  # the first byte of what may be the next member
+        self.ended = False  # padding seen after the last member: the rest is not decoded
 
     def step(self, data: bytes, out: bytearray, cap: int) -> tuple[bool, bytes]:
         """Append at most one step (_INFLATE_STEP bytes) of the decoding of `data` to `out`:
@@ -318,7 +322,18 @@ class _Inflater:
                 probe.decompress(data[:2048], 1)
             except zlib.error:  # "deflate" sent raw, without the zlib header (old IIS)
                 self.d = zlib.decompressobj(-zlib.MAX_WBITS)
-        if not data or self.d.eof:
+        if self.d.eof:
+            if self.deflate or self.ended:
+                return False, b""
+            data, self.tail = self.tail + data, b""
+            if len(data) < 2:
+                self.tail = data
+                return False, b""
+            if data[:2] != b"\x1f\x8b":
+                self.ended = True
+                return False, b""
+            self.d = zlib.decompressobj(16 + zlib.MAX_WBITS)  # the next member
+        if not data:
             return False, b""
         # In steps: one call asked for the whole cap would hold a copy of it (bomb x3).
         piece = self.d.decompress(data, min(cap - len(out) + 1, _INFLATE_STEP))
@@ -326,6 +341,8 @@ class _Inflater:
         if len(out) > cap:
             del out[cap:]
             return True, b""
+        if self.d.eof:
+            return False, self.d.unused_data  # what follows the member: perhaps another
         return False, self.d.unconsumed_tail
 
 

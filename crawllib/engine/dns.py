@@ -30,7 +30,7 @@ from yarl import URL
 
 from crawllib.config import NetworkConfig
 from crawllib.core.vocab import ErrorKind, Outcome
-from crawllib.policy.netsafety import address_problem, host_problem, parse_ip
+from crawllib.policy.netsafety import address_problem, host_problem, legacy_ipv4, parse_ip
 
 # lookup(host) -> list of IP address strings; raises OSError when the name does not resolve.
 Lookup = Callable[[str], Awaitable[list[str]]]
@@ -113,7 +113,8 @@ class Resolver(AbstractResolver):
         host = (parsed.raw_host or "").lower().strip("[]").rstrip(".")
         if not host:
             return Outcome.ERROR, ErrorKind.INVALID_URL
-        literal = parse_ip(host)
+        legacy = legacy_ipv4(host)  # "2130706433", "127.1": an address too
+        literal = parse_ip(host) if legacy is None else parse_ip(legacy)
         if host in self.overrides:
             # aiohttp connects to an IP literal itself, so only an identity entry is true
             if literal is None or parse_ip(self.overrides[host][0]) == literal:

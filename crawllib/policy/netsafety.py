@@ -7,7 +7,8 @@ else, and the addresses its name resolves to (in :mod:`crawllib.engine.dns`, whi
 connector exactly the addresses it checked, so there is no second lookup to rebind).
 
 An IPv6 address that carries an IPv4 one (IPv4-mapped ``::ffff:a.b.c.d``, 6to4
-``2002:AABB:CCDD::/48``, Teredo ``2001::/32``, NAT64 ``64:ff9b::/96``) reaches that IPv4
+``2002:AABB:CCDD::/48``, Teredo ``2001::/32``, NAT64 ``64:ff9b::/96`` and its local-use
+prefix ``64:ff9b:1::/48``) reaches that IPv4
 address through a relay, so the IPv4 address it carries is checked too (``2002:7f00:1::`` is
 127.0.0.1).
 
@@ -18,6 +19,8 @@ word), or None when the address is fine.
 from __future__ import annotations
 
 import ipaddress
+import re
+import socket
 
 from crawllib.core.vocab import BlockedKind
 
@@ -28,12 +31,15 @@ METADATA_ADDRESSES = frozenset(
     for a in (
         "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean...
         "169.254.170.2",  # AWS ECS task metadata
+        "169.254.170.23",  # AWS EKS Pod Identity agent
         "fd00:ec2::254",  # AWS IMDS over IPv6
+        "fd00:ec2::23",  # AWS EKS Pod Identity agent over IPv6
         "100.100.100.200",  # Alibaba Cloud
         "168.63.129.16",  # Azure wire server (a public-range address)
     )
 )
 NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052's well-known prefix
+NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215's local-use prefix
 METADATA_NAMES = frozenset(
     (
         "metadata.google.internal",
@@ -99,9 +105,27 @@ def carried_ipv4(
         carried.append(ip.sixtofour)
     if ip.teredo is not None:
         carried.extend(ip.teredo)
-    if ip in NAT64:
+    if ip in NAT64 or ip in NAT64_LOCAL:  # the /96 form: the last 32 bits
         carried.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    if ip in NAT64_LOCAL:  # the /48 form (RFC 6052 2.2): bits 48-63 and 72-87
+        packed = ip.packed
+        carried.append(ipaddress.IPv4Address(packed[6:8] + packed[9:11]))
     return carried
+
+
+_LEGACY_IPV4 = re.compile(r"[0-9a-fx.]+")
+
+
+def legacy_ipv4(host: str) -> str | None:
+    """The IPv4 address a host written in inet_aton's forms names ("2130706433", "127.1",
+    "0x7f.0.0.1", "0177.0.0.1": what a resolver library or a browser may take for an
+    address), dotted; None for a name."""
+    if not _LEGACY_IPV4.fullmatch(host) or not any(c.isdigit() for c in host):
+        return None
+    try:
+        return socket.inet_ntoa(socket.inet_aton(host))
+    except OSError:
+        return None
 
 
 def host_problem(host: str, allow_private: bool = False) -> str | None:
@@ -114,6 +138,9 @@ def host_problem(host: str, allow_private: bool = False) -> str | None:
         return BlockedKind.METADATA_ADDRESS
     if parse_ip(host) is not None:
         return address_problem(host, allow_private)
+    legacy = legacy_ipv4(host)
+    if legacy is not None:
+        return address_problem(legacy, allow_private)
     if host == "localhost" or host.endswith(".localhost"):
         return None if allow_private else BlockedKind.LOOPBACK_ADDRESS
     return None

@@ -155,8 +155,16 @@ def test_carried_ipv4_is_checked_with_allow_private_too_and_in_literals_and_answ
         "2002:a9fe:a9fe::1",
         "2001:0:4136:e378:8000:63bf:5601:5601",
         "64:ff9b::a9fe:a9fe",
+        # NAT64's local-use prefix (RFC 8215), in its /96 and /48 forms (issue 49)
+        "64:ff9b:1::a9fe:a9fe",
+        "64:ff9b:1:a9fe:a9:fe00::",
+        # the EKS Pod Identity agent, on IPv4 and IPv6
+        "169.254.170.23",
+        "fd00:ec2::23",
     ):
         assert address_problem(wrapped, allow_private=True) == "metadata_address", wrapped
+    # a public address under the local-use prefix is what it carries
+    assert address_problem("64:ff9b:1::808:808", allow_private=True) is None
     assert host_problem("[2002:7f00:1::1]") == "loopback_address"
     stub = StubDNS(
         {"six.test": ["2002:7f00:1::1"], "teredo.test": ["2001:0:4136:e378:8000:63bf:80ff:fffe"]}
@@ -166,6 +174,28 @@ def test_carried_ipv4_is_checked_with_allow_private_too_and_in_literals_and_answ
         with pytest.raises(ResolveError) as refused:
             resolve(resolver, name)
         assert refused.value.kind == "loopback_address", name
+
+
+@pytest.mark.parametrize(
+    ("host", "kind"),
+    [
+        ("2130706433", "loopback_address"),
+        ("127.1", "loopback_address"),
+        ("0x7f.0.0.1", "loopback_address"),
+        ("0177.0.0.1", "loopback_address"),
+        ("10.1", "private_address"),
+        ("2852039166", "metadata_address"),  # 169.254.169.254
+    ],
+)
+def test_hosts_in_inet_atons_forms_are_the_addresses_they_name(host, kind):
+    """Issue 49: only the URL normaliser stopped them; the guard checks them itself."""
+    assert host_problem(host) == kind
+    resolver = Resolver(network(resolve_only=False), StubDNS({}))
+    assert resolver.refuse(f"http://{host}/") == ("blocked", kind)
+    # under resolve_only an address outside the map is refused as such, never resolved
+    public = Resolver(network(resolve_only=True), StubDNS({}))
+    assert public.refuse("http://134744072/") == ("blocked", "resolve_only")
+    assert host_problem("1e100.net") is None and host_problem("cafe.de") is None
 
 
 def test_host_problems():

@@ -92,6 +92,28 @@ def test_compressed_bodies_are_decoded():
     assert fetches["http://a.test/junk"]["error_kind"] == "decode_error"
 
 
+def test_a_gzip_body_of_several_members_is_decoded_whole():
+    """RFC 1952 2.2: a gzip file is a series of members (what `cat a.gz b.gz` makes); the
+    first member's end was taken for the body's (issue 49). Padding after the last member is
+    ignored, as before; a member cut short is still a decode error of its own kind."""
+    first, second = b"<html><p>" + b"one " * 3000, b"two " * 3000 + b"</p></html>"
+    members = gzip.compress(first) + gzip.compress(second)
+    with LocalWeb() as server:
+        gz = {"Content-Encoding": "gzip"}
+        server.route("a.test", "/two", html(members, **gz))
+        server.route("a.test", "/three", html(members + gzip.compress(b"<!-- 3 -->"), **gz))
+        server.route("a.test", "/padded", html(members + bytes(512), **gz))
+        fetches, _ = crawl(
+            [f"http://a.test/{p}" for p in ("two", "three", "padded")],
+            config(server.resolve("a.test")),
+        )
+    for p, want in (("two", first + second), ("three", first + second + b"<!-- 3 -->"),
+                    ("padded", first + second)):  # fmt: skip
+        r = fetches[f"http://a.test/{p}"]
+        assert (r["outcome"], r["is_truncated"]) == ("ok", False), (p, r["error_kind"])
+        assert r["body"] == want, p
+
+
 def test_content_type_charset_and_header_caps():
     with LocalWeb() as server:
         server.route(
