@@ -454,3 +454,18 @@ def test_seeds_fetch_would_block_are_refused_with_the_reason():
     assert check_url("http://10.1.2.3/x", open_cfg) == ("http://10.1.2.3/x", None)
     trusted = replace(cfg, network__resolve={"127.0.0.1": "127.0.0.1"})
     assert check_url("http://127.0.0.1/", trusted) == ("http://127.0.0.1/", None)
+
+
+def test_the_normalisers_cache_never_holds_a_long_url():
+    """Issue 49: 100 pages of one 1.8 MB link each took an extraction worker from 59 to
+    846 MB, every URL being cached; a URL past urls.CACHED_URL_CHARS is normalised each time."""
+    from crawllib.core import urls
+
+    urls._normalize_absolute.cache_clear()
+    long = "http://a.site1.net/" + "x" * 1_800_000
+    for i in range(5):
+        assert normalize_url(f"{long}{i}") == f"{long}{i}"
+    short = "http://a.site1.net/short"
+    assert normalize_url(short) == normalize_url(short) == short
+    info = urls._normalize_absolute.cache_info()
+    assert info.currsize == 1 and info.hits == 1
