@@ -481,7 +481,10 @@ class _Run:
         """After a fresh robots.txt of ``host`` whose rules apply: its sitemaps, to fetch on
         the slot once its pages are done (crawllib.engine.sitemap_fetch)."""
         queue = self.sitemaps.setdefault(slot.key, deque())
-        self._queue_documents(queue, host, sitemap_urls(url, listed, slot.hosts | {host}), rules)
+        listed_urls = sitemap_urls(
+            url, listed, slot.hosts | {host}, limit=self.cfg.sitemaps.max_documents
+        )
+        self._queue_documents(queue, host, listed_urls, rules)
 
     def _queue_documents(
         self,

@@ -35,7 +35,7 @@ from crawllib.config import Config
 from crawllib.core.records import RobotsRecord
 from crawllib.core.vocab import HOST_DOWN_KINDS, ErrorKind, Outcome, Record
 from crawllib.engine.client import Fetched, Limits, fetch_url
-from crawllib.policy.robots import RobotsRules
+from crawllib.policy.robots import MAX_WILDCARD_RULES, RobotsRules
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,13 @@ def classify(record: Mapping[str, Any], agent: str, max_bytes: int) -> RobotsSta
     kind = record.get("error_kind")
     if status is not None and 200 <= status < 300 and kind is None:
         rules = RobotsRules.parse(record.get("body") or "", agent, max_bytes)
+        if rules.too_many_wildcards:
+            log.warning(
+                "robots.txt of %s: more than %d wildcard rules for us, taken as disallowing "
+                "every page",
+                record.get("host"),
+                MAX_WILDCARD_RULES,
+            )
         return RobotsState(rules, rules.crawl_delay)
     if status is not None and 300 <= status < 500:
         return RobotsState(RobotsRules.allow_all())

@@ -36,23 +36,27 @@ from crawllib.engine.client import Fetched, Limits, fetch_url
 from crawllib.policy.robots import RobotsRules
 
 
-def sitemap_urls(page_url: str, listed: Iterable[str], hosts: Iterable[str]) -> list[str]:
+def sitemap_urls(
+    page_url: str, listed: Iterable[str], hosts: Iterable[str], limit: int | None = None
+) -> list[str]:
     """The sitemaps a slot fetches after its host's robots.txt: those it lists on one of the
-    slot's ``hosts`` (normalised, in order, once each), or ``/sitemap.xml`` of the page's
-    origin when it lists none."""
+    slot's ``hosts`` (normalised, in order, once each; the first ``limit``), or
+    ``/sitemap.xml`` of the page's origin when it lists none."""
     listed = list(listed)
     if not listed:
         return [str(URL(page_url, encoded=True).origin().with_path("/sitemap.xml"))]
     own = set(hosts)
-    out: list[str] = []
+    out: dict[str, None] = {}
     for text in listed:
+        if limit is not None and len(out) >= limit:
+            break
         try:
             url = normalize_url(text)
         except InvalidURL:
             continue
-        if host_of(url) in own and url not in out:
-            out.append(url)
-    return out
+        if host_of(url) in own:
+            out[url] = None
+    return list(out)
 
 
 def sitemap_limits(cfg: Config) -> Limits:
