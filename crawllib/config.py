@@ -973,13 +973,41 @@ def is_secret(key: str) -> bool:
     return SECRET_WORDS.search(key) is not None
 
 
+# Secrets inside a value whose key is not one: a URI's password (s3a://AKIA:pw@bucket,
+# jdbc:postgresql://user:pw@host), a JVM option -Dfs.s3a.secret.key=..., a name=value pair
+# (password=..., ;Pwd=...) in a JDBC URL or connection string.
+_URI_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^/@\s:]*:)[^/@\s]+(?=@)")
+_PAIR = re.compile(r"(?P<head>(?:-D)?(?P<name>[A-Za-z0-9_.-]+)=)(?P<value>[^\s&;,]+)")
+
+
+def mask_value(value: str) -> str:
+    """``value`` with the secrets it holds (module comment above) replaced by MASK."""
+    value = _URI_PASSWORD.sub(lambda m: m["head"] + MASK, value)
+    return _PAIR.sub(lambda m: m["head"] + MASK if is_secret(m["name"]) else m[0], value)
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, str):
+        return mask_value(value)
+    if isinstance(value, dict):
+        return {k: MASK if is_secret(str(k)) else _masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return value
+
+
 def config_toml(cfg: Config, masked: bool = False) -> str:
     """A configuration as a TOML file that loads back to it; ``masked`` (``crawl config
-    show``): the values of secret ``spark.conf`` keys (`is_secret`) shown as MASK."""
+    show``): the values of secret ``spark.conf`` keys (`is_secret`) shown as MASK, and the
+    secrets inside other values (`mask_value`)."""
     values = to_dict(cfg)
     if masked:
         values["spark"]["conf"] = {
             k: MASK if is_secret(k) else v for k, v in values["spark"]["conf"].items()
+        }
+        values = {
+            section: {k: _masked(v) for k, v in settings.items()}
+            for section, settings in values.items()
         }
     blocks = [
         "\n".join([f"[{section}]"] + [f"{k} = {_toml_value(v)}" for k, v in settings.items()])

@@ -33,6 +33,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from crawllib.config import is_secret, mask_value
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -346,6 +348,23 @@ def get_spark(cfg: Config, uris: Sequence[str | None] = ()) -> SparkSession:
     return spark
 
 
+def launch_conf(conf: dict[str, str]) -> dict[str, str]:
+    """The settings the JVM is launched with, as ``--conf k=v`` on its command line, which any
+    local user reads (``ps``, ``/proc/PID/cmdline``): all but the secret ones (an S3 secret key,
+    a password: `crawllib.config.is_secret`). Those reach the SparkContext through the session
+    builder, inside the process, before anything reads them. A JVM option can only go on the
+    command line: one that holds a secret (``-D...secret.key=``) is warned about."""
+    out = {k: v for k, v in conf.items() if not is_secret(k)}
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        if key in out and mask_value(out[key]) != out[key]:
+            log.warning(
+                "%s holds a secret, which the JVM's command line shows to every local user: "
+                "set it as a spark.hadoop.* key instead",
+                key,
+            )
+    return out
+
+
 def _start_jvm(conf: dict[str, str]) -> None:
     """Start the JVM of the session to come, as PySpark would, but with its output (stdout and
     stderr) forwarded to ``crawllib.jvm``; nothing when one runs already (an earlier session
@@ -356,7 +375,7 @@ def _start_jvm(conf: dict[str, str]) -> None:
     if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
         return
     gateway = launch_gateway(
-        SparkConf(loadDefaults=False).setAll(list(conf.items())),
+        SparkConf(loadDefaults=False).setAll(list(launch_conf(conf).items())),
         popen_kwargs={"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT},
     )
     threading.Thread(

@@ -210,3 +210,28 @@ def test_version_and_a_root_that_is_a_file(tmp_path, capsys):
         assert main(argv) == 2, argv  # before any Spark or lease
         err = capsys.readouterr().err
         assert "is a file, not a folder" in err and len(err.strip().splitlines()) == 1
+
+
+def test_config_show_masks_secrets_inside_other_values(tmp_path, capsys):
+    """Issue 49: masking went by key name only, so a secret inside another key's value was
+    printed: a -D...secret.key= in extraJavaOptions, a password in an endpoint or metastore URI,
+    a JDBC password=."""
+    from crawllib.cli import main
+
+    config = tmp_path / "c.toml"
+    config.write_text(
+        "[spark.conf]\n"
+        '"spark.driver.extraJavaOptions" = "-Xss4m -Dfs.s3a.secret.key=S3KRET1 -Dlog.level=INFO"\n'
+        '"spark.hadoop.fs.s3a.endpoint" = "https://AKIAUSER:S3KRET2@s3.local:9000"\n'
+        '"spark.hadoop.javax.jdo.option.ConnectionURL" = '
+        '"jdbc:postgresql://hive:S3KRET3@db:5432/metastore?ssl=true&password=S3KRET4"\n'
+        '"spark.sql.warehouse.dir" = "s3a://bucket/warehouse"\n'
+    )
+    assert main(["config", "show", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    for secret in ("S3KRET1", "S3KRET2", "S3KRET3", "S3KRET4"):
+        assert secret not in out, secret
+    assert "-Xss4m -Dfs.s3a.secret.key=(masked) -Dlog.level=INFO" in out
+    assert "https://AKIAUSER:(masked)@s3.local:9000" in out
+    assert "ssl=true&password=(masked)" in out
+    assert '"spark.sql.warehouse.dir" = "s3a://bucket/warehouse"' in out
