@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from crawllib.cli import terminal
 from crawllib.config import Config, load_config
@@ -256,7 +256,19 @@ def _spark_sql(args: argparse.Namespace, cfg: Config, cap: _TableCap) -> int:
     seconds = cfg.sql.max_seconds
     # A task that fails logs its stack trace from the JVM; the command says why in one line.
     spark.sparkContext.setLogLevel("OFF")
-    with time_limit(spark, seconds) as stopped:
+    stop = None
+    if _running.get("process"):  # the `crawl` process itself, not a caller of main()
+
+        def stop() -> None:
+            print(
+                f"crawl sql: the query ran longer than sql.max_seconds ({seconds:g} s) and was "
+                "stopped (it was still being planned)",
+                file=sys.stderr,
+                flush=True,
+            )
+            os._exit(2)
+
+    with time_limit(spark, seconds, stop) as stopped:
         try:
             df = run_query(spark, args.root, args.query)
             limit = cap.limit(args.limit)
@@ -771,14 +783,21 @@ def _output_args(p: argparse.ArgumentParser, default: str) -> None:
 # (128 + 13) when it writes the crawl root: its work may be unfinished and a scheduler must not
 # take it as done.
 BROKEN_PIPE = 141
-_running: dict[str, Command] = {}
+_running: dict[str, Any] = {}
+
+
+def console() -> int:
+    """The `crawl` executable: `main`, in a process of its own (a query that cannot be
+    cancelled may end it: crawl sql on Spark)."""
+    _running["process"] = True
+    return main()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `crawl` command: its exit status (0 done, 2 an error of the input or of the crawl
     root, 1 anything else; when stdout's reader closed it, 0 for a command that only reads and
     BROKEN_PIPE for one that writes)."""
-    _running.clear()
+    _running.pop("command", None)
     try:
         status = _main(argv)
         sys.stdout.flush()  # inside the try: a closed pipe shows at the flush

@@ -2,6 +2,6 @@
 
 import sys
 
-from crawllib.cli import main
+from crawllib.cli import console
 
-sys.exit(main())
+sys.exit(console())

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -150,11 +150,20 @@ def _from_spark(exc: BaseException) -> bool:
     return type(exc).__module__.startswith(("pyspark", "py4j"))
 
 
+def hard_stop_after(seconds: float) -> float:
+    """How long past its limit a query's cancelled jobs may take before its process ends."""
+    return max(10.0, seconds / 2)
+
+
 @contextmanager
-def time_limit(spark: SparkSession, seconds: float) -> Iterator[threading.Event]:
+def time_limit(
+    spark: SparkSession, seconds: float, hard_stop: Callable[[], None] | None = None
+) -> Iterator[threading.Event]:
     """Cancel the Spark jobs this thread starts in the block once ``seconds`` have passed (and
     again every moment after, so a job that starts later is cancelled too); the event yielded
-    is set once that time has passed."""
+    is set once that time has passed. Work on the driver that is no job (planning: a constant
+    expression folded, a regular expression backtracking) cannot be cancelled: ``hard_stop``
+    is called when the block still runs `hard_stop_after` seconds (a process ending itself)."""
     sc = spark.sparkContext
     tag = f"crawllib-sql-{threading.get_ident()}"
     fired, done = threading.Event(), threading.Event()
@@ -163,9 +172,13 @@ def time_limit(spark: SparkSession, seconds: float) -> Iterator[threading.Event]
         if done.wait(seconds):
             return
         fired.set()
+        waited = 0.0
         while not done.is_set():
             sc.cancelJobsWithTag(tag)
             done.wait(0.2)
+            waited += 0.2
+            if hard_stop is not None and waited >= hard_stop_after(seconds) and not done.is_set():
+                hard_stop()
 
     sc.addJobTag(tag)
     threading.Thread(target=watch, name="crawl-sql-time-limit", daemon=True).start()

@@ -223,6 +223,29 @@ def test_the_command_prints_one_line_and_no_stack_trace_of_the_jvm(root, spark_c
     assert not [line for line in lines if line.startswith("\tat ") or "Exception" in line]
 
 
+def test_the_time_limit_covers_work_on_the_driver_that_is_no_job(root, spark_cfg, tmp_path):
+    """Issue 49: a constant expression is folded on the driver while the query is planned, where
+    no job can be cancelled: this one backtracks for minutes (a shorter one ran past 240 s
+    under a 5 s limit). The `crawl` process ends itself once the limit and guard.hard_stop_after passed."""
+    from crawllib.sql.guard import hard_stop_after
+
+    config = tmp_path / "test.toml"
+    config.write_text(config_toml(spark_cfg))
+    statement = "SELECT repeat('a', 3000) RLIKE '^(.*a){4}b' AS hit"
+    seconds = 3
+    done = subprocess.run(
+        [sys.executable, "-m", "crawllib.cli", "sql", root, statement, "--config", str(config),
+         "--set", f"sql.max_seconds={seconds}", *SPARK],
+        capture_output=True, text=True, timeout=120 + seconds + hard_stop_after(seconds),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    last = [line for line in done.stderr.splitlines() if line.strip()][-1]
+    assert last == (
+        "crawl sql: the query ran longer than sql.max_seconds (3 s) and was stopped (it was "
+        "still being planned)"
+    )
+
+
 def test_a_cte_does_not_hide_a_relation_of_the_same_name(spark, root, capsys, secret):
     """A CTE's own body cannot see it: there its name is the catalog's relation, which is not
     the crawl's (issue 37: CTE names were one flat set, without scope)."""
