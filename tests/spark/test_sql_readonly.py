@@ -236,7 +236,7 @@ def test_the_time_limit_covers_work_on_the_driver_that_is_no_job(root, spark_cfg
     done = subprocess.run(
         [sys.executable, "-m", "crawllib.cli", "sql", root, statement, "--config", str(config),
          "--set", f"sql.max_seconds={seconds}", *SPARK],
-        capture_output=True, text=True, timeout=120 + seconds + hard_stop_after(seconds),
+        capture_output=True, text=True, timeout=300 + seconds + hard_stop_after(seconds),
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
     last = [line for line in done.stderr.splitlines() if line.strip()][-1]
