@@ -18,6 +18,7 @@ import dataclasses
 import datetime as dt
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -843,6 +844,28 @@ def _main(argv: Sequence[str] | None) -> int:
             raise
         print(f"crawl {args.command}: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # storage the command cannot reach (delta-rs, boto3, the disk)
+        where = getattr(args, "root", None)
+        print(
+            f"crawl {args.command}: storage error{f' at {where}' if where else ''}: "
+            f"{_one_line(exc)}",
+            file=sys.stderr,
+        )
+        return 2
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error's message on one line: a multi-line one (delta-rs's chain of causes, coloured)
+    as its first line and its last, the root cause."""
+    lines = [
+        line.strip(" \u21b3") for line in _ANSI.sub("", str(exc)).splitlines() if line.strip()
+    ]
+    if not lines:
+        return type(exc).__name__
+    return lines[0] if len(lines) == 1 else f"{lines[0]}: {lines[-1]}"
 
 
 LEASE_RETRY_SECONDS = 15.0
