@@ -860,9 +860,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 def _one_line(exc: BaseException) -> str:
     """An error's message on one line: a multi-line one (delta-rs's chain of causes, coloured)
     as its first line and its last, the root cause."""
-    lines = [
-        line.strip(" \u21b3") for line in _ANSI.sub("", str(exc)).splitlines() if line.strip()
-    ]
+    lines = [line.strip(" \u21b3") for line in _ANSI.sub("", str(exc)).splitlines() if line.strip()]
     if not lines:
         return type(exc).__name__
     return lines[0] if len(lines) == 1 else f"{lines[0]}: {lines[-1]}"
