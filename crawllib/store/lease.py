@@ -15,7 +15,8 @@ Who may take a lease over is judged without comparing two machines' clocks: a le
 expired when the store's own clock (S3's LastModified against its Date; the file server's
 modification times) says it was last written ``ttl`` ago or more. A lease whose holder ran on
 this machine (same boot, same process namespace) and whose process is gone (its pid is not
-alive, or is another process since it started later) is taken over at once. A second writer
+alive, or is another process since it started later) is taken over once the processes it
+started (its Spark JVM, its fetch workers) are gone too, at once when they are. A second writer
 is refused otherwise (LeaseHeld, naming the holder).
 
 The holder stops writing before anyone may take over: `check_writable` (every table write
@@ -329,6 +330,8 @@ def acquire(
         process=process_identity(),
         where=getattr(store, "where", None),
     )
+    if holder.process is not None:  # the processes this one starts from now on carry it
+        os.environ[WRITER_ENV] = _writer_mark(holder)
     # live before it is written: a thread of this process that reads it then must not judge
     # it a lease this process does not hold
     _live_tokens.add(holder.token)
@@ -392,8 +395,63 @@ def _free(previous: Holder | None, age: float, now: float, where: str | None) ->
     elif previous.expires_at <= now:  # a lease of an older crawllib: its own expiry
         return "it expired"
     if holder_gone(previous, where):
+        left = _wait_for_survivors(previous)
+        if left:
+            log.warning(
+                "the writer lease's process (pid %d) is gone but processes it started still "
+                "run after %.0f s (pids %s): the lease stays theirs",
+                previous.pid,
+                SURVIVOR_WAIT_SECONDS,
+                ", ".join(map(str, left)),
+            )
+            return None
         return f"its process (pid {previous.pid} on {previous.host}) is gone"
     return None
+
+
+# A holder's process may die while processes it started live on: its Spark JVM (which writes the
+# Delta commits of a local master) notices its parent's end only when its stdin closes, a fetch
+# worker when its pipe does. They carry WRITER_ENV in their environment (set before they were
+# started), and a lease is taken over only once they are gone too, waiting for up to
+# SURVIVOR_WAIT_SECONDS: a takeover never overlaps a dying JVM's commit.
+WRITER_ENV = "CRAWLLIB_WRITER"
+SURVIVOR_WAIT_SECONDS = 30.0
+
+
+def _writer_mark(holder: Holder) -> str:
+    return f"{holder.pid}:{holder.process}"
+
+
+def survivors(holder: Holder) -> list[int]:
+    """The live processes of this machine that ``holder``'s process started (module comment
+    above); none where /proc does not tell."""
+    needle = f"{WRITER_ENV}={_writer_mark(holder)}".encode()
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                environ = fh.read()
+        except OSError:  # gone, or another user's
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(entry))
+    return found
+
+
+def _wait_for_survivors(holder: Holder) -> list[int]:
+    """`survivors` of ``holder`` once they are gone ([]) or SURVIVOR_WAIT_SECONDS passed."""
+    deadline = time.monotonic() + SURVIVOR_WAIT_SECONDS
+    left = survivors(holder)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = survivors(holder)
+    return left
 
 
 @dataclasses.dataclass

@@ -282,6 +282,69 @@ def test_a_lease_whose_process_died_on_this_machine_is_taken_over_at_once(tmp_pa
     assert f"its process (pid {proc.pid} on " in caplog.text and "is gone" in caplog.text
 
 
+HOLD_AND_START = """
+import subprocess, sys, time
+from crawllib.store import lease
+lease.acquire(lease.LocalStore(sys.argv[1]), "crawl run", 60.0)
+# what a Spark JVM is to its crawl: a process it started, which outlives it for a while
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(float(%s))" % sys.argv[2]])
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _holder_with_a_child(path: str, child_seconds: float) -> tuple[subprocess.Popen, int]:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_AND_START, path, str(child_seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
+    assert holder.stdout is not None
+    return holder, int(holder.stdout.readline())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_dead_holders_processes_hold_the_lease_until_they_are_gone(tmp_path, caplog):
+    """Issue 49: the lease named the Python process, while the dead writer's JVM, which makes
+    the Delta commits, can live on for seconds: a takeover waits for the processes the holder
+    started."""
+    path = str(tmp_path / "crawl" / lease.LEASE_NAME)
+    os.makedirs(os.path.dirname(path))
+    holder, child = _holder_with_a_child(path, 3.0)
+    os.kill(holder.pid, 9)
+    holder.wait()
+    assert _alive(child)
+    with caplog.at_level(logging.WARNING, logger="crawllib.store.lease"):
+        taken = lease.acquire(lease.LocalStore(path), "crawl run", TTL)
+    assert not _alive(child)  # taken only once the child was gone
+    assert taken.holder.pid == os.getpid() and "is gone" in caplog.text
+
+
+def test_a_dead_holders_process_that_lives_on_keeps_the_lease(tmp_path, monkeypatch):
+    monkeypatch.setattr(lease, "SURVIVOR_WAIT_SECONDS", 1.0)
+    path = str(tmp_path / "crawl" / lease.LEASE_NAME)
+    os.makedirs(os.path.dirname(path))
+    holder, child = _holder_with_a_child(path, 120.0)
+    try:
+        os.kill(holder.pid, 9)
+        holder.wait()
+        with pytest.raises(LeaseHeld):
+            lease.acquire(lease.LocalStore(path), "crawl run", TTL)
+    finally:
+        os.kill(child, 9)
+    while _alive(child):
+        time.sleep(0.05)
+    assert lease.acquire(lease.LocalStore(path), "crawl run", TTL).holder.pid == os.getpid()
+
+
 def test_a_live_pid_is_another_process_when_it_started_at_another_time(tmp_path):
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
