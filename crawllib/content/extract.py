@@ -80,6 +80,14 @@ _WEB_ALIASES = {"iso8859-1": "cp1252", "ascii": "cp1252"}
 _TITLE_OPEN = re.compile(r"<title\b", re.IGNORECASE)
 _TITLE_CLOSE = re.compile(r"</title", re.IGNORECASE)
 _SPACES = re.compile(r"\s+")
+# Control characters (C0 but whitespace, DEL, C1) a page can put in a title or an anchor: a
+# terminal that prints the stored value obeys them (ESC ] 0; retitles it, ESC [ 2 J clears it).
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def _one_line(text: str) -> str:
+    """``text`` without control characters, its whitespace collapsed to single spaces."""
+    return _SPACES.sub(" ", _CONTROLS.sub("", text)).strip()
 _LANG = re.compile(r"[A-Za-z]{2,3}")
 
 
@@ -347,12 +355,12 @@ def extract_links(
 
 def anchor_text(element: lxml.html.HtmlElement) -> str:
     """Whitespace-collapsed text of a link (or its title / an image's alt), <= 200 chars."""
-    text = _SPACES.sub(" ", element.text_content()).strip()
+    text = _one_line(element.text_content())
     if not text:
         text = element.get("title") or next(
             (img.get("alt") for img in element.iter("img") if img.get("alt")), ""
         )
-        text = _SPACES.sub(" ", text).strip()
+        text = _one_line(text)
     return text[:MAX_ANCHOR_CHARS]
 
 
@@ -364,7 +372,7 @@ def page_title(tree: lxml.html.HtmlElement) -> str | None:
         *(el.text_content() for el in tree.iter("h1")),
     ]
     for candidate in candidates:
-        title = _SPACES.sub(" ", candidate).strip()
+        title = _one_line(candidate)
         if title:
             return title[:1000]
     return None

@@ -355,3 +355,16 @@ def test_a_tag_of_numerous_attributes_is_cut_after_the_cap():
     capped = cap_attributes(html)
     assert capped.count("=") == MAX_ATTRIBUTES + 1 and "text</div><p>after</p>" in capped
     assert cap_attributes("<p id=x>few</p>") == "<p id=x>few</p>"
+
+
+def test_titles_and_anchors_are_stored_without_control_characters():
+    """Issue 49: a page titled `Hi ESC]0;PWNED BEL ESC[2J` kept its escapes in texts.title and
+    links.anchor, which a terminal printing the stored value obeys."""
+    hostile = "Hi \x1b]0;PWNED\x07\x1b[2J there\x9b"
+    body = f'<a href="/next">Next \x1b[31mpage\x07</a>{prose()}'
+    result = extract_page(page(body, f"<title>{hostile}</title>"), URL, "utf-8", CFG)
+    assert result["error"] is None
+    assert result["title"] == "Hi ]0;PWNED[2J there"
+    assert result["links"] == [("http://www.example.com/next", "Next [31mpage")]
+    for value in (result["title"], *(anchor for _, anchor in result["links"])):
+        assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in value), value
