@@ -88,6 +88,8 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 def _one_line(text: str) -> str:
     """``text`` without control characters, its whitespace collapsed to single spaces."""
     return _SPACES.sub(" ", _CONTROLS.sub("", text)).strip()
+
+
 _LANG = re.compile(r"[A-Za-z]{2,3}")
 
 
