@@ -124,6 +124,10 @@ def main() -> None:
     parameters = {name: _value(value) for name, value in args.parameter}
     nb = execute(args.root, parameters=parameters)
     scrub(nb)
+    if args.out.resolve() == NOTEBOOK.resolve():
+        # the committed notebook keeps its outputs, not this run's parameters: an injected
+        # CRAWL_ROOT would win over the environment of everyone who runs it after
+        nb.cells = [c for c in nb.cells if "injected-parameters" not in c.metadata.get("tags", [])]
     nbformat.write(nb, args.out)
     print(f"wrote {args.out} ({sum(len(c.get('outputs', [])) for c in nb.cells)} outputs)")
 

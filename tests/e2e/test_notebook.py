@@ -127,6 +127,39 @@ def test_languages_domains_content_types_and_samples(executed):
     assert "characters)" in text_of(samples)
 
 
+def test_the_committed_notebook_takes_its_root_from_the_environment(tmp_path):
+    """Issue 51: the committed notebook held an injected-parameters cell (CRAWL_ROOT =
+    '.crawl/demo') that won over `CRAWL_ROOT=... jupyter execute`; without a crawl there it
+    failed deep in a query. Run as an analyst runs it, nbclient's `jupyter execute`, on a root
+    that is not the demo's."""
+    import os
+    import subprocess
+    import sys
+
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    assert not [c for c in cells if "injected-parameters" in c["metadata"].get("tags", [])]
+    root = tmp_path / "other"
+    assert cli.main(["init", str(root), "--engine", "embedded"]) == 0
+    jupyter = str(Path(sys.executable).parent / "jupyter")
+
+    def run(crawl_root: Path, out: Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [jupyter, "execute", f"--output={out}", NOTEBOOK.name],
+            cwd=NOTEBOOK.parent,
+            env={**os.environ, "CRAWL_ROOT": str(crawl_root)},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    done = run(root, tmp_path / "out.ipynb")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"crawl root: {root} (duckdb)" in (tmp_path / "out.ipynb").read_text()
+    missing = run(tmp_path / "none", tmp_path / "none.ipynb")
+    assert missing.returncode != 0
+    assert f"no crawl root at {tmp_path / 'none'}: run `crawl demo`" in missing.stderr
+
+
 def test_the_committed_outputs_hold_no_machine_path():
     text = NOTEBOOK.read_text(encoding="utf-8")
     assert '"outputs": [\n' in text and "image/png" in text  # committed with its outputs
