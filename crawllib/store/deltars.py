@@ -125,3 +125,42 @@ class DeltaScan:
 
         actions = pa.table(self._table.get_add_actions(flatten=True))
         return int(sum(actions.column("size_bytes").to_pylist())) if actions.num_rows else 0
+
+
+def read_table(
+    root: str,
+    name: str,
+    columns: list[str] | None = None,
+    version: int | None = None,
+    cfg: Config | None = None,
+) -> Any:
+    """Table ``name`` of the crawl at ``root`` as a pyarrow Table, for pandas (``.to_pandas()``)
+    and any Arrow tool: read by delta-rs with deletion vectors applied (its ``to_pandas()``
+    refuses crawldb's), string and binary views cast to plain strings and binaries (pyarrow's
+    pandas conversion takes no view inside a list)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    from crawllib.config import load_config
+    from crawllib.store.db import table_path
+
+    location, options = table_location(root, cfg or load_config())
+    table = DeltaTable(table_path(location, name), version=version, storage_options=options or None)
+    read = pa.table(table.scan(columns=columns))
+    return read.cast(pa.schema([pa.field(f.name, _plain_type(f.type)) for f in read.schema]))
+
+
+def _plain_type(kind: Any) -> Any:
+    import pyarrow as pa
+
+    if pa.types.is_string_view(kind):
+        return pa.large_string()
+    if pa.types.is_binary_view(kind):
+        return pa.large_binary()
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return pa.list_(pa.field(kind.value_field.name, _plain_type(kind.value_type)))
+    if pa.types.is_map(kind):
+        return pa.map_(_plain_type(kind.key_type), _plain_type(kind.item_type))
+    if pa.types.is_struct(kind):
+        return pa.struct([pa.field(f.name, _plain_type(f.type)) for f in kind])
+    return kind

@@ -223,3 +223,32 @@ def test_readme_queries_run_on_a_real_crawl(crawl_root, capsys):
         rc, out = crawl_sql(capsys, crawl_root, *args[1:])
         assert rc == 0, args
         assert out.strip() and "(0 rows)" not in out, f"no rows: {args[1]}"
+
+
+def test_every_table_reads_alike_with_delta_rs_polars_and_duckdb(crawl_root, capsys):
+    """Issue 51: the tools analysts use read every table, crawldb's deletion vectors (written by
+    Spark's MERGEs) applied: delta-rs into pandas (crawllib.store.deltars.read_table: delta-rs's
+    own to_pandas() refuses deletion vectors, docs/tables.md says so), polars, and DuckDB
+    (`crawl sql`)."""
+    import polars as pl
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    from crawllib.core.vocab import TABLE_NAMES
+    from crawllib.store.deltars import read_table
+
+    for name in TABLE_NAMES:
+        path = f"{crawl_root}/{name}"
+        frame = read_table(crawl_root, name).to_pandas()
+        assert pa.table(DeltaTable(path).scan()).num_rows == len(frame), name
+        polar = pl.read_delta(path)
+        capsys.readouterr()
+        assert (
+            cli.main(["sql", crawl_root, f"SELECT count(*) AS n FROM {name}", "--format", "json"])
+            == 0
+        )
+        counted = json.loads(capsys.readouterr().out)["n"]
+        assert len(frame) == polar.height == counted, name
+        assert list(frame.columns) == polar.columns, name
+    keys = pa.table(DeltaTable(f"{crawl_root}/crawldb").scan(columns=["url_key"])).column(0)
+    assert len(keys) == len(set(keys.to_pylist())) > 0  # one row a URL: replaced rows deleted
