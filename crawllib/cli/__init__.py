@@ -469,10 +469,13 @@ def cmd_run(args: argparse.Namespace, cfg: Config) -> int:
         ran = runner.run_crawl(
             db, cfg, args.seeds, args.generations, wait=args.wait, on_idle=idle.append
         )
+        failed = _failures_line(db, ran) if ran else None
     finally:
         db.close()
     if ran:
         print(f"ran generation{'s' if len(ran) > 1 else ''} {', '.join(map(str, ran))}")
+    if failed:
+        print(failed)
     elif args.generations is not None and not idle:
         print(
             f"nothing to do: the crawl at {args.root} already has its {args.generations} generations"
@@ -480,6 +483,39 @@ def cmd_run(args: argparse.Namespace, cfg: Config) -> int:
     if idle:
         print(idle[-1])
     return 0
+
+
+def _failures_line(db: Any, gens: Sequence[int]) -> str | None:
+    """What the generations ``gens`` did not fetch, by kind: "2 URLs not fetched: error dns 2"
+    (URLs, each counted under its last outcome); None when every URL was fetched."""
+    from crawllib.core.vocab import Outcome
+
+    failing = ", ".join(
+        f"'{o}'"
+        for o in (Outcome.ERROR, Outcome.BLOCKED, Outcome.HTTP_ERROR, Outcome.ROBOTS_DENIED)
+    )
+    latest = (
+        "SELECT url_key, max_by(outcome, fetched_at) AS outcome, "
+        "max_by(coalesce(error_kind, CAST(http_status AS STRING)), fetched_at) AS kind "
+        f"FROM {{fetches}} WHERE gen IN ({', '.join(map(str, gens))}) GROUP BY url_key"
+    )
+    rows = db.collect(
+        db.sql(
+            f"SELECT outcome, kind, count(*) AS n FROM ({latest}) WHERE outcome IN ({failing}) "
+            "GROUP BY outcome, kind ORDER BY n DESC, outcome, kind",
+            fetches=db.table(
+                "fetches",
+                columns=["gen", "url_key", "outcome", "error_kind", "http_status", "fetched_at"],
+            ),
+        )
+    )
+    if not rows:
+        return None
+    total = sum(int(r["n"]) for r in rows)
+    kinds = ", ".join(
+        f"{r['outcome']}{' ' + r['kind'] if r['kind'] else ''} {r['n']}" for r in rows
+    )
+    return f"{total} URL{'s' if total != 1 else ''} not fetched: {kinds} (crawl sql ROOT \"SELECT * FROM fetches WHERE outcome <> 'ok'\" for each)"
 
 
 def _status_args(p: argparse.ArgumentParser) -> None:

@@ -42,3 +42,17 @@ def test_generation_if_work_runs_only_what_is_due(tmp_path, capsys, spark_cfg):
     # a number names the generation; a finished one is not run again
     assert cli.main([*args[:2], "--gen", "0", *args[2:]]) == 0
     assert stages_done(root, spark_cfg)[(0, "update")] == "done"
+
+
+def test_a_crawl_whose_urls_failed_says_why_when_it_ends(tmp_path, capsys):
+    """Issue 51: `crawl run` on two seeds that failed DNS logged `error=2`; the cause showed only
+    through SQL. Its last lines name the failures by kind."""
+    root = str(tmp_path / "crawl")
+    seeds = tmp_path / "seeds.txt"
+    # no name resolves here (network.resolve_only): both fail DNS, every time they are tried
+    seeds.write_text("http://a.site3.net/\nhttp://b.site4.org/x\n")
+    argv = ["run", root, "--seeds", str(seeds), "--generations", "1", "--engine", "embedded"]
+    assert cli.main([*argv, *SETS]) == 0
+    out = capsys.readouterr().out
+    assert "ran generation 0" in out
+    assert "2 URLs not fetched: error dns 2 (crawl sql ROOT" in out
