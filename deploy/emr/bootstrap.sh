@@ -13,6 +13,8 @@ if [ ! -x /usr/bin/python3.11 ]; then
   sudo dnf install -y -q python3.11
 fi
 sudo mkdir -p /opt/crawllib/env
-sudo aws s3 cp --recursive --quiet "${DIST%/}" /opt/crawllib
+# what the steps use, never logs an earlier cluster wrote under the prefix
+sudo aws s3 cp --recursive --quiet --exclude "*" --include "crawllib.zip" \
+  --include "crawllib-env.tar.gz" --include "jobs/*" --include "conf/*" "${DIST%/}" /opt/crawllib
 sudo tar -xzf /opt/crawllib/crawllib-env.tar.gz -C /opt/crawllib/env
 /opt/crawllib/env/bin/python -c "import aiohttp, trafilatura"  # fail here, not in a step

@@ -4,11 +4,11 @@
 # Data Catalog as the metastore), the bootstrap action on every node, the steps' and the
 # client-mode drivers' logs kept under LOG_URI, and the cluster ended once idle for
 # IDLE_SECONDS (default an hour) so a forgotten cluster does not run up a bill.
-# Usage: deploy/emr/create-cluster.sh s3://BUCKET/crawllib [s3://BUCKET/emr-logs/]
+# Usage: deploy/emr/create-cluster.sh s3://BUCKET/crawllib [LOG_URI, default s3://BUCKET/crawllib-logs/]
 set -euo pipefail
 DIST="${1:?usage: create-cluster.sh s3://BUCKET/PREFIX [LOG_URI]}"
 DIST="${DIST%/}"
-LOG_URI="${2:-${DIST}/logs/}"
+LOG_URI="${2:-${DIST}-logs/}"  # beside the prefix: never under it, which the bootstrap copies
 HERE="$(cd "$(dirname "$0")" && pwd)"
 aws emr create-cluster \
   --name "${NAME:-crawl}" \

@@ -330,7 +330,7 @@ def test_emr_steps_run_the_jobs_of_the_dist_layout(report: dict) -> None:
         app = args.index(f"/opt/crawllib/jobs/{stage}.py")
         prefix = recipe_args[: recipe_args.index("/opt/crawllib/jobs/generation.py")]
         extra = ["--conf", "spark.speculation=false", "--conf", "spark.yarn.maxAppAttempts=1"]
-        assert args[:app] == [*prefix, *extra]
+        assert args[:app] == prefix and prefix[-len(extra) :] == extra  # the recipe's own
         assert "--archives" not in args  # the bootstrap unpacked the environment on every node
         py_files = args[args.index("--py-files") + 1].split(",")
         assert py_files[0] == "/opt/crawllib/crawllib.zip"  # make dist's zip

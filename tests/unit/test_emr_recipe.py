@@ -74,8 +74,11 @@ def test_each_step_submits_a_job_with_the_dist_files(path):
         options, app, app_args = split_submit(submit_args(step))
         # one value per comma-separated option: a list survives the CLI's JSON, not shorthand
         # nothing shipped but crawllib.zip: the bootstrap unpacked the environment on every node
-        assert set(options) == {"--deploy-mode", "--py-files", "--jars"}
+        assert set(options) == {"--deploy-mode", "--py-files", "--jars", "--conf"}
         assert options["--deploy-mode"] == ["client"]  # the driver's logs are the step's
+        # what the Airflow DAG's EMR steps set too (issue 51: the recipe lacked them): no
+        # speculative second fetcher of a host, no second attempt behind the scheduler's back
+        assert options["--conf"] == ["spark.speculation=false", "spark.yarn.maxAppAttempts=1"]
         py_files = options["--py-files"][0].split(",")
         assert py_files[0] == OPT + "crawllib.zip"
         # the Delta jar also holds the `delta` Python module crawllib.store.tables imports
@@ -123,6 +126,16 @@ def test_create_cluster_keeps_the_logs_and_ends_an_idle_cluster():
     assert "--release-label emr-spark-8.0.0" in script
     assert '--log-uri "${LOG_URI}"' in script  # the client-mode drivers' logs
     assert "--auto-termination-policy" in script and "IdleTimeout=" in script
+    # the logs beside the prefix, not under it: the bootstrap copies the prefix to every node
+    assert 'LOG_URI="${2:-${DIST}-logs/}"' in script
+
+
+def test_the_bootstrap_copies_what_the_steps_use_and_no_logs():
+    script = (EMR / "bootstrap.sh").read_text()
+    copy = script[script.index("aws s3 cp") :].split("/opt/crawllib\n")[0]
+    assert '--exclude "*"' in copy
+    included = set(re.findall(r'--include "([^"]+)"', copy))
+    assert included == {"crawllib.zip", "crawllib-env.tar.gz", "jobs/*", "conf/*"}
     assert "configurations.json" in script and "bootstrap.sh" in script
 
 
