@@ -135,7 +135,12 @@ def _seed_args(p: argparse.ArgumentParser) -> None:
 def _sql_args(p: argparse.ArgumentParser) -> None:
     _root(p)
     p.add_argument("query", help='SQL over the crawl tables, e.g. "SELECT count(*) FROM frontier"')
-    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    p.add_argument(
+        "--format",
+        choices=["table", "json", "csv"],
+        default="table",
+        help="table (default), json (one object a line) or csv",
+    )
     p.add_argument(
         "--limit",
         type=_row_limit,
@@ -520,7 +525,12 @@ def _failures_line(db: Any, gens: Sequence[int]) -> str | None:
 
 def _status_args(p: argparse.ArgumentParser) -> None:
     _root(p)
-    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    p.add_argument(
+        "--format",
+        choices=["table", "json", "csv"],
+        default="table",
+        help="table (default), json (one object a line) or csv",
+    )
 
 
 @command("status", "print each generation's stages: state, time, counts, items/s", _status_args)
@@ -541,7 +551,12 @@ def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
 
 def _maintain_args(p: argparse.ArgumentParser) -> None:
     _root(p)
-    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument(
+        "--format",
+        choices=["table", "json"],
+        default="table",
+        help="table (default) or json (one object a line)",
+    )
     p.add_argument(
         "--every",
         type=_every_arg,
@@ -613,7 +628,12 @@ def _register_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="point entries registered at another location (another crawl) to this root",
     )
-    p.add_argument("--format", choices=["table", "json", "csv"], default="table")
+    p.add_argument(
+        "--format",
+        choices=["table", "json", "csv"],
+        default="table",
+        help="table (default), json (one object a line) or csv",
+    )
 
 
 @command(
@@ -703,7 +723,9 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
         default=".crawl/demo",
         help="crawl root, emptied each run: a new or empty folder, or one a demo made",
     )
-    p.add_argument("--generations", type=int, default=3)
+    p.add_argument(
+        "--generations", type=int, default=3, help="generations the demo crawls (default 3)"
+    )
     p.add_argument("--hosts", type=int, default=12, help="regular hosts in the test web")
     _engine_arg(p)
 
@@ -749,8 +771,10 @@ def cmd_accept_state(args: argparse.Namespace, cfg: Config) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="crawl",
-        description=__doc__.splitlines()[0],
-        epilog="Exit status: 0 done, 2 a user error (one line on stderr), 1 anything else.",
+        description=__doc__.splitlines()[0].replace("``", ""),
+        epilog="Exit status: 0 done, 2 a user error (one line on stderr), 1 anything else; "
+        "when the reader of its output stops early, 0 for a command that reads, 141 for one "
+        "that writes.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     _output_args(parser, argparse.SUPPRESS)  # before the sub-command: -q, -v, --log-format

@@ -114,3 +114,8 @@ def counts_line(counts: Mapping[str, int | float]) -> str:
 
 
 WRITERS = {"table": write_table, "json": write_json, "csv": write_csv}
+
+
+def plural(n: int, noun: str) -> str:
+    """``n`` and ``noun``, in the plural unless n is 1: "1 slice", "3 slices"."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"

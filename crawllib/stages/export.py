@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 
 from crawllib.config import Config
 from crawllib.content import warc
+from crawllib.core.output import plural
 from crawllib.core.roots import normalize_root
 from crawllib.core.vocab import Outcome
 from crawllib.store import filestore, tables
@@ -197,7 +198,12 @@ def export_warc(
     if size["pages"] == 0:
         return ExportResult(0, 0, [])
     partitions = export_partitions(size["pages"], size["body_bytes"], task.max_bytes)
-    log.info("generation %d: writing WARC files to %s in %d tasks", gen, task.out_dir, partitions)
+    log.info(
+        "generation %d: writing WARC files to %s in %s",
+        gen,
+        task.out_dir,
+        plural(partitions, "task"),
+    )
     rows = (
         captures_of_gen(pages, tables.read(spark, root, "fetches"), gen)
         .repartition(partitions, "url_key")

@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 from crawllib.config import Config
 from crawllib.core import progress
+from crawllib.core.output import plural
 from crawllib.core.vocab import Outcome, Record, RobotsOutcome, Stage, StageState, words
 from crawllib.engine.partition import RESULT_SCHEMA, FetchTask
 from crawllib.stages.base import StageResult, StageRun
@@ -146,10 +147,10 @@ def run(run: StageRun) -> FetchResult:
         else stored_slices(db, gen, fetchlist, nothing_stored=run.first)
     )
     log.info(
-        "fetch gen %d: %d URLs in %d slices, %d already committed",
+        "fetch gen %d: %s in %s, %d already committed",
         gen,
-        listing.urls,
-        listing.slices,
+        plural(listing.urls, "URL"),
+        plural(listing.slices, "slice"),
         listing.slices - len(listing.todo),
     )
     robots_fetched = refetched = 0
