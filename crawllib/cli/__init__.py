@@ -904,6 +904,8 @@ def _main(argv: Sequence[str] | None) -> int:
             raise
         print(f"crawl {args.command}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        raise  # stdout's reader went away: main() ends quietly
     except OSError as exc:  # storage the command cannot reach (delta-rs, boto3, the disk)
         where = getattr(args, "root", None)
         print(
