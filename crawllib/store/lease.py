@@ -445,7 +445,11 @@ def survivors(holder: Holder) -> list[int]:
 
 
 def _wait_for_survivors(holder: Holder) -> list[int]:
-    """`survivors` of ``holder`` once they are gone ([]) or SURVIVOR_WAIT_SECONDS passed."""
+    """`survivors` of ``holder`` once they are gone ([]) or SURVIVOR_WAIT_SECONDS passed;
+    none when the holder is this very process (a lease copied with its root names it: the
+    processes it started are its own, and write for the leases it holds)."""
+    if holder.pid == os.getpid() and holder.process == process_identity():
+        return []
     deadline = time.monotonic() + SURVIVOR_WAIT_SECONDS
     left = survivors(holder)
     while left and time.monotonic() < deadline:

@@ -394,13 +394,19 @@ def test_a_lease_copied_with_its_root_does_not_hold_the_copy(tmp_path):
     held, a hold that ended without releasing), is free."""
     clock = Clock()
     original = lease.acquire(local_store(tmp_path / "a", clock), "crawl run", TTL, clock, clock)
-    copy = local_store(tmp_path / "b", clock)
-    copy.create(original.holder.to_bytes())
-    with pytest.raises(LeaseHeld):  # the original's own lease: held
-        lease.acquire(local_store(tmp_path / "a", clock), "crawl run", TTL, clock, clock)
-    assert lease.acquire(copy, "crawl run", TTL, clock, clock).holder.token != (
-        original.holder.token
-    )
+    # a process this one started since (its JVM, a worker): its own, no dead holder's survivor
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        copy = local_store(tmp_path / "b", clock)
+        copy.create(original.holder.to_bytes())
+        with pytest.raises(LeaseHeld):  # the original's own lease: held
+            lease.acquire(local_store(tmp_path / "a", clock), "crawl run", TTL, clock, clock)
+        assert lease.acquire(copy, "crawl run", TTL, clock, clock).holder.token != (
+            original.holder.token
+        )
+    finally:
+        child.kill()
+        child.wait()
 
 
 def _take(path: str, results, done) -> None:
