@@ -291,8 +291,10 @@ def in_parallel(spark: SparkSession, *actions: Callable[[], T]) -> list[T]:
     which overlap. The threads inherit the caller's job group and properties.
     """
     with ThreadPoolExecutor(max_workers=len(actions)) as pool:
-        inherit = inheritable_thread_target(spark)
-        futures = [pool.submit(inherit(action)) for action in actions]
+        # One copy of the properties per thread: a wrapper made once hands every thread the
+        # same Properties object, whose SQL execution ids the threads then set and clear under
+        # each other ("NumberFormatException: Cannot parse null string" in a CI run).
+        futures = [pool.submit(inheritable_thread_target(spark)(action)) for action in actions]
         wait(futures)
         return [future.result() for future in futures]
 
