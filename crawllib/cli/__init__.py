@@ -219,6 +219,7 @@ def cmd_seed(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib.stages import seeding
     from crawllib.store import generations
 
+    seeding.check_local(args.file)  # before the engine starts
     db = _crawl_db(cfg, args.root, args.engine, writes=True, files=[args.file])
     gen = stage_order.next_seed_gen(generations.stage_states(db))
     report = seeding.seed(db, args.file, cfg, gen)
@@ -467,7 +468,10 @@ def _run_args(p: argparse.ArgumentParser) -> None:
 def cmd_run(args: argparse.Namespace, cfg: Config) -> int:
     from crawllib.runs import runner
     from crawllib.runs.engines import open_db
+    from crawllib.stages import seeding
 
+    if args.seeds:
+        seeding.check_local(args.seeds)  # before the engine: a JVM's start is no way to learn it
     db = open_db(cfg, args.root, args.engine, [args.seeds])
     idle: list[str] = []
     try:

@@ -141,6 +141,33 @@ def _local(path: str) -> str:
     return re.sub(r"^file:(//)?", "", path)
 
 
+def check_local(path: str) -> None:
+    """Before any engine starts (a JVM takes seconds to minutes): a local seed file that does
+    not exist, or a local CSV or Parquet file without a ``url`` column, is refused at once
+    (FileNotFoundError, ValueError). Files behind a URI are checked when read."""
+    if _is_uri(path):
+        return
+    local = _local(path)
+    if not os.path.exists(local):
+        raise FileNotFoundError(f"seed file {path} does not exist")
+    if not os.path.isfile(local):
+        return  # a folder of part files: read by the engine
+    columns: list[str] | None = None
+    if local.endswith(".csv"):
+        import pyarrow.csv
+
+        with open(local, "rb") as fh:
+            head = fh.read(1 << 16)
+        first = head.split(b"\n", 1)[0] + b"\n"
+        columns = pyarrow.csv.read_csv(io.BytesIO(first)).column_names if first.strip() else []
+    elif local.endswith(".parquet"):
+        import pyarrow.parquet
+
+        columns = list(pyarrow.parquet.read_schema(local).names)
+    if columns is not None and "url" not in columns:
+        raise ValueError(f"seed table {path} has no 'url' column (columns: {', '.join(columns)})")
+
+
 def seed(db: Db, path: str, cfg: Config, gen: int) -> SeedReport:
     """Normalise, dedup and write seeds as frontier rows of ``gen`` plus queued crawldb rows."""
     if not exists(db, path):

@@ -315,7 +315,9 @@ def test_seed_from_csv_and_parquet(spark, root, tmp_path, capsys):
 def test_bad_inputs_exit_2_with_a_message(root, tmp_path, capsys):
     assert crawl("seed", root, str(tmp_path / "missing.txt")) == 2
     assert "does not exist" in capsys.readouterr().err
-    assert crawl("seed", str(tmp_path / "nowhere"), str(tmp_path / "missing.txt")) == 2
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.site4.com/\n")
+    assert crawl("seed", str(tmp_path / "nowhere"), str(seeds)) == 2
     assert "crawl init" in capsys.readouterr().err
     assert crawl("init", root, "--set", "crawl.max_depth=deep") == 2
     assert "crawl.max_depth" in capsys.readouterr().err
