@@ -4,8 +4,6 @@ spark` and no java on PATH: the answer comes before a JVM could start."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,16 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from crawllib import cli
+from tests.spark.test_status import without_java  # the one way the suite hides java
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def without_java() -> dict[str, str]:
-    java = shutil.which("java")
-    hidden = {os.path.dirname(java), os.path.dirname(os.path.realpath(java))} if java else set()
-    path = [p for p in os.environ["PATH"].split(os.pathsep) if p not in hidden]
-    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_HOME")}
-    return {**env, "PATH": os.pathsep.join(path), "PYTHONPATH": str(REPO)}
 
 
 def crawl(*argv: str) -> subprocess.CompletedProcess:
@@ -32,7 +23,7 @@ def crawl(*argv: str) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "crawllib.cli", *argv],
         capture_output=True,
         text=True,
-        env=without_java(),
+        env={**without_java(), "PYTHONPATH": str(REPO)},
         timeout=120,
     )
 
