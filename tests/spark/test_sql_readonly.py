@@ -240,10 +240,12 @@ def test_the_time_limit_covers_work_on_the_driver_that_is_no_job(root, spark_cfg
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
     last = [line for line in done.stderr.splitlines() if line.strip()][-1]
-    assert last == (
-        "crawl sql: the query ran longer than sql.max_seconds (3 s) and was stopped (it was "
-        "still being planned)"
-    )
+    # stopped by the process ending itself ("(it was still being planned)"), or, on a machine
+    # where the folding reached a job first, by the job's cancellation: either way, one line
+    assert last.startswith(
+        "crawl sql: the query ran longer than sql.max_seconds (3 s) and was stopped"
+    ), last
+    assert "Traceback" not in done.stderr
 
 
 def test_a_cte_does_not_hide_a_relation_of_the_same_name(spark, root, capsys, secret):
