@@ -80,8 +80,10 @@ def duplicate_marks(run: StageRun, texts: Rel) -> Rel:
         ],
     )
     probes = db.table("probes", f"gen <= {run.gen}")
-    narrow = db.sql(
-        f"SELECT {', '.join(f'`{c}`' for c in columns)} FROM ({unmarked()})", texts=texts
+    # kept: the marks below read the generation's rows eight times, and on Spark each read of
+    # the Delta table is a job of its own listing its files
+    narrow = db.keep(
+        db.sql(f"SELECT {', '.join(f'`{c}`' for c in columns)} FROM ({unmarked()})", texts=texts)
     )
     canonical = db.sql(mark_canonical(columns), texts=narrow)
     soft = db.sql(
@@ -100,6 +102,7 @@ def duplicate_marks(run: StageRun, texts: Rel) -> Rel:
         )
     )
     db.drop(exact)
+    db.drop(narrow)
     return marks
 
 
@@ -186,13 +189,16 @@ def count_patterns(run: StageRun, pages: Rel, marks: Rel, known: Rel) -> dict[st
             update_condition=ONCE_PER_GEN,
         )
     db.drop(copies)
-    traps = db.table("traps")
-    return {
-        "trap_patterns": db.count(db.sql(trapped_patterns(run.cfg), traps=traps)),
-        "alias_hosts": db.count(
-            db.sql(alias_hosts(run.cfg), aliases=db.table("aliases"), traps=traps)
-        ),
-    }
+    # one query for both counts: one read of each table
+    row = db.one_row(
+        db.sql(
+            f"SELECT * FROM (SELECT count(*) AS trap_patterns FROM ({trapped_patterns(run.cfg)})) "
+            f"CROSS JOIN (SELECT count(*) AS alias_hosts FROM ({alias_hosts(run.cfg)}))",
+            traps=db.table("traps"),
+            aliases=db.table("aliases"),
+        )
+    )
+    return {name: int(value or 0) for name, value in row.items()}
 
 
 def count_collisions(run: StageRun, links: Rel, sitemaps: Rel, known: Rel) -> int:

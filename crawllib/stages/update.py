@@ -272,8 +272,8 @@ def _texts_and_marks(run: StageRun) -> tuple[_Texts, int, Rel]:
             marks=marks,
         )
     )
-    if not extracted_now:
-        replace = replace or not db.is_empty(stored)
+    if not extracted_now:  # narrow holds stored's rows (kept: no second read of the table)
+        replace = replace or not db.is_empty(narrow)
     return _Texts(texts, narrow, replace, None if extracted_now else stored), extracted_now, marks
 
 

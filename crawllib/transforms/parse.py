@@ -169,10 +169,15 @@ def lsh_bands(k: int, simhash: str = "simhash") -> list[tuple[int, str]]:
 
 
 def _with_bands(query: str, k: int, columns: str) -> str:
-    """Every row of ``query`` once per LSH band: ``columns``, band, value."""
-    return " UNION ALL ".join(
-        f"SELECT {columns}, {band} AS band, {value} AS value FROM ({query})"
-        for band, value in lsh_bands(k)
+    """Every row of ``query`` once per LSH band: ``columns``, band, value. One read of
+    ``query`` (an explode of the row's bands), not one per band: on Spark each read of a Delta
+    table is a job of its own that lists the table's files."""
+    bands = ", ".join(
+        f"named_struct('band', {band}, 'value', {value})" for band, value in lsh_bands(k)
+    )
+    return (
+        f"SELECT {columns}, _b.band AS band, _b.value AS value FROM "
+        f"(SELECT *, explode(array({bands})) AS _b FROM ({query}))"
     )
 
 
