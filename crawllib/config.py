@@ -674,7 +674,8 @@ class SqlConfig:
     max_memory: str = setting(
         "4GB",
         "memory a `crawl sql` query on DuckDB may use (its memory_limit; nothing spills to "
-        "disk); past it the query stops and exits 2",
+        "disk); past it the query stops and exits 2, as when the process grows past twice "
+        "this (at least 256 MiB) outside DuckDB's limit (one huge value, say)",
         _check_memory,
     )
     table_rows: int = setting(

@@ -21,7 +21,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from crawllib.cli import terminal
 from crawllib.config import Config, load_config
@@ -245,11 +245,21 @@ def cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
         engine = "duckdb" if local and duckdb_engine.available() else "spark"
     cap = _TableCap(args, cfg)
     if engine == "duckdb":
-        columns, rows = duckdb_engine.run_query(args.root, args.query, cfg, cap.limit(args.limit))
+        stop = _end_sql if _running.get("process") else None
+        columns, rows = duckdb_engine.run_query(
+            args.root, args.query, cfg, cap.limit(args.limit), stop
+        )
         WRITERS[args.format](columns, cap.rows(rows), sys.stdout)
         cap.note()
         return 0
     return _spark_sql(args, cfg, cap)
+
+
+def _end_sql(reason: str) -> NoReturn:
+    """Ends the `crawl` process from a watch thread, for a query that cannot be cancelled: one
+    line and exit 2, as for any refused query."""
+    print(f"crawl sql: {reason}", file=sys.stderr, flush=True)
+    os._exit(2)
 
 
 def _spark_sql(args: argparse.Namespace, cfg: Config, cap: _TableCap) -> int:
@@ -267,13 +277,10 @@ def _spark_sql(args: argparse.Namespace, cfg: Config, cap: _TableCap) -> int:
     if _running.get("process"):  # the `crawl` process itself, not a caller of main()
 
         def stop() -> None:
-            print(
-                f"crawl sql: the query ran longer than sql.max_seconds ({seconds:g} s) and was "
-                "stopped (it was still being planned)",
-                file=sys.stderr,
-                flush=True,
+            _end_sql(
+                f"the query ran longer than sql.max_seconds ({seconds:g} s) and was stopped (it "
+                "was still being planned)"
             )
-            os._exit(2)
 
     with time_limit(spark, seconds, stop) as stopped:
         try:
