@@ -614,6 +614,13 @@ class ExtractConfig:
         "is killed past this many seconds: the page is stored with error extract_timeout",
         positive,
     )
+    max_memory_mb: int = setting(
+        2048,
+        "that child process (on Linux) is killed when its resident memory passes this many MiB "
+        "during a page (the page is stored with error extract_memory), and restarted when it "
+        "passes it between pages; it needs about 160 at rest",
+        at_least(256),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
