@@ -692,6 +692,13 @@ class SqlConfig:
         "or --format csv|json, which stream every row",
         at_least(1),
     )
+    max_value_chars: int = setting(
+        100_000,
+        "`crawl sql` prints a text or binary value past this many characters (bytes), or a "
+        "list past this many items, cut there, in every format, and says how much it cut: "
+        "…[1,900,000 more chars: sql.max_value_chars]",
+        at_least(1),
+    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,6 +27,7 @@ from crawllib.cli import terminal
 from crawllib.config import Config, load_config
 from crawllib.core import stage_order
 from crawllib.core.errors import USER_ERRORS, BadRoot, ConfigError
+from crawllib.core.output import capped_values
 from crawllib.core.roots import normalize_root
 from crawllib.core.vocab import Stage
 
@@ -172,11 +173,13 @@ def _row_limit(text: str) -> int:
 
 
 class _TableCap:
-    """The rows the table format prints: at most ``cap`` when no --limit was given (the table
-    holds them to size its columns); whether more were left unread is known after."""
+    """The rows `crawl sql` prints: in the table format at most ``cap`` when no --limit was
+    given (the table holds them to size its columns; whether more were left unread is known
+    after), and in every format each value cut at sql.max_value_chars."""
 
     def __init__(self, args: argparse.Namespace, cfg: Config) -> None:
         self.cap = cfg.sql.table_rows if args.format == "table" and args.limit is None else None
+        self.max_chars = cfg.sql.max_value_chars
         self.more = False
 
     def limit(self, limit: int | None) -> int | None:
@@ -184,7 +187,8 @@ class _TableCap:
         return limit if self.cap is None else self.cap + 1
 
     def rows(self, rows: Iterator[tuple]) -> Iterator[tuple]:
-        for n, row in enumerate(rows):
+        """``rows`` up to the cap, each value within sql.max_value_chars."""
+        for n, row in enumerate(capped_values(rows, self.max_chars)):
             if self.cap is not None and n == self.cap:
                 self.more = True
                 return
