@@ -614,6 +614,13 @@ class ExtractConfig:
         "is killed past this many seconds: the page is stored with error extract_timeout",
         positive,
     )
+    max_memory_mb: int = setting(
+        2048,
+        "that child process (on Linux) is killed when its resident memory passes this many MiB "
+        "during a page (the page is stored with error extract_memory), and restarted when it "
+        "passes it between pages; it needs about 160 at rest",
+        at_least(256),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -674,7 +681,8 @@ class SqlConfig:
     max_memory: str = setting(
         "4GB",
         "memory a `crawl sql` query on DuckDB may use (its memory_limit; nothing spills to "
-        "disk); past it the query stops and exits 2",
+        "disk); past it the query stops and exits 2, as when the process grows past twice "
+        "this (at least 256 MiB) outside DuckDB's limit (one huge value, say)",
         _check_memory,
     )
     table_rows: int = setting(
@@ -682,6 +690,13 @@ class SqlConfig:
         "the rows `crawl sql` prints at most in its table format without --limit (a table "
         "holds its rows to size its columns); the rest are said to exist, not read: --limit "
         "or --format csv|json, which stream every row",
+        at_least(1),
+    )
+    max_value_chars: int = setting(
+        100_000,
+        "`crawl sql` prints a text or binary value past this many characters (bytes), or a "
+        "list past this many items, cut there, in every format, and says how much it cut: "
+        "…[1,900,000 more chars: sql.max_value_chars]",
         at_least(1),
     )
 

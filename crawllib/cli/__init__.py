@@ -21,12 +21,13 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from crawllib.cli import terminal
 from crawllib.config import Config, load_config
 from crawllib.core import stage_order
 from crawllib.core.errors import USER_ERRORS, BadRoot, ConfigError
+from crawllib.core.output import capped_values
 from crawllib.core.roots import normalize_root
 from crawllib.core.vocab import Stage
 
@@ -172,11 +173,13 @@ def _row_limit(text: str) -> int:
 
 
 class _TableCap:
-    """The rows the table format prints: at most ``cap`` when no --limit was given (the table
-    holds them to size its columns); whether more were left unread is known after."""
+    """The rows `crawl sql` prints: in the table format at most ``cap`` when no --limit was
+    given (the table holds them to size its columns; whether more were left unread is known
+    after), and in every format each value cut at sql.max_value_chars."""
 
     def __init__(self, args: argparse.Namespace, cfg: Config) -> None:
         self.cap = cfg.sql.table_rows if args.format == "table" and args.limit is None else None
+        self.max_chars = cfg.sql.max_value_chars
         self.more = False
 
     def limit(self, limit: int | None) -> int | None:
@@ -184,7 +187,8 @@ class _TableCap:
         return limit if self.cap is None else self.cap + 1
 
     def rows(self, rows: Iterator[tuple]) -> Iterator[tuple]:
-        for n, row in enumerate(rows):
+        """``rows`` up to the cap, each value within sql.max_value_chars."""
+        for n, row in enumerate(capped_values(rows, self.max_chars)):
             if self.cap is not None and n == self.cap:
                 self.more = True
                 return
@@ -245,11 +249,21 @@ def cmd_sql(args: argparse.Namespace, cfg: Config) -> int:
         engine = "duckdb" if local and duckdb_engine.available() else "spark"
     cap = _TableCap(args, cfg)
     if engine == "duckdb":
-        columns, rows = duckdb_engine.run_query(args.root, args.query, cfg, cap.limit(args.limit))
+        stop = _end_sql if _running.get("process") else None
+        columns, rows = duckdb_engine.run_query(
+            args.root, args.query, cfg, cap.limit(args.limit), stop
+        )
         WRITERS[args.format](columns, cap.rows(rows), sys.stdout)
         cap.note()
         return 0
     return _spark_sql(args, cfg, cap)
+
+
+def _end_sql(reason: str) -> NoReturn:
+    """Ends the `crawl` process from a watch thread, for a query that cannot be cancelled: one
+    line and exit 2, as for any refused query."""
+    print(f"crawl sql: {reason}", file=sys.stderr, flush=True)
+    os._exit(2)
 
 
 def _spark_sql(args: argparse.Namespace, cfg: Config, cap: _TableCap) -> int:
@@ -267,13 +281,10 @@ def _spark_sql(args: argparse.Namespace, cfg: Config, cap: _TableCap) -> int:
     if _running.get("process"):  # the `crawl` process itself, not a caller of main()
 
         def stop() -> None:
-            print(
-                f"crawl sql: the query ran longer than sql.max_seconds ({seconds:g} s) and was "
-                "stopped (it was still being planned)",
-                file=sys.stderr,
-                flush=True,
+            _end_sql(
+                f"the query ran longer than sql.max_seconds ({seconds:g} s) and was stopped (it "
+                "was still being planned)"
             )
-            os._exit(2)
 
     with time_limit(spark, seconds, stop) as stopped:
         try:

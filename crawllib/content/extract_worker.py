@@ -1,15 +1,22 @@
-"""One page's extraction with a time limit: `crawllib.content.extract.extract_record` in a child
-process, killed past ``extract.max_seconds`` (a Python thread cannot be stopped; a process can).
+"""One page's extraction with a time and a memory limit: `crawllib.content.extract.extract_record`
+in a child process, killed past ``extract.max_seconds`` (a Python thread cannot be stopped; a
+process can) or past ``extract.max_memory_mb`` of resident memory.
 
 The fetch engine's extraction thread and update's extraction UDF each keep one `Extractor` per
 process. Its child is a Python of its own (``python -m crawllib.content.extract_worker``: it imports
 nothing of its parent's program), started on the first page; it serves page after page until
-its parent ends, or until a page runs past the limit: then it is killed, and the next page
-starts another. A page costs its body's and its result's trip through a pipe; a child costs its
+its parent ends, or until a page runs past a limit: then it is killed, and the next page
+starts another. The parent samples the child's resident memory while it waits (every
+TICK_SECONDS, from /proc: on Linux only), and again after each page: a child that grew past the
+limit at rest (caches, a fragmented heap) is replaced before the next page, which pays no
+error for it. A page allocates in C (lxml's tree) as much as in Python, which an address-space
+limit inside the child would turn into failures anywhere in libxml2: the parent's sampling sees
+all of it. A page costs its body's and its result's trip through a pipe; a child costs its
 start (imports: about a second).
 
-A page past the limit gets a result with error ``extract_timeout: ...``, a child that died (a
-crash, out of memory) ``extract_crashed: ...`` (`crawllib.core.vocab.ExtractFailure`): data, like any
+A page past the time limit gets a result with error ``extract_timeout: ...``, past the memory
+limit ``extract_memory: ...``, a child that died (a crash, the system's OOM killer)
+``extract_crashed: ...`` (`crawllib.core.vocab.ExtractFailure`): data, like any
 page that cannot be read, and the caller goes on.
 """
 
@@ -21,6 +28,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from typing import Any
@@ -33,6 +41,8 @@ from crawllib.core.vocab import ExtractFailure
 log = logging.getLogger(__name__)
 
 READY = "ready"  # what a child says once it can extract
+TICK_SECONDS = 0.05  # how often the parent samples a working child's memory
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 STARTUP_SECONDS = 300.0  # a child that takes longer to start is a child that failed
 WARM_UP = (
     b"<html lang=en><head><title>Warm-up</title><meta name=robots content=noindex></head>"
@@ -43,11 +53,12 @@ WARM_UP = (
 
 class Extractor:
     """`extract_record` of one page at a time in a child process, within cfg's
-    ``extract.max_seconds``; thread-safe (callers take turns)."""
+    ``extract.max_seconds`` and ``extract.max_memory_mb``; thread-safe (callers take turns)."""
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.seconds = cfg.extract.max_seconds
+        self.max_bytes = cfg.extract.max_memory_mb << 20
         self._child: subprocess.Popen[bytes] | None = None
         self._send: Connection | None = None
         self._recv: Connection | None = None
@@ -66,13 +77,13 @@ class Extractor:
                     self._start()
                 assert self._send is not None and self._recv is not None
                 self._send.send((body, url, charset, dict(headers) if headers else None))
-                if self._recv.poll(self.seconds):
-                    result: Extracted = self._recv.recv()
+                result = self._answer()
+                if not isinstance(result, str):
+                    if self._resident() > self.max_bytes:
+                        log.info("extraction process past extract.max_memory_mb: restarted")
+                        self._stop()
                     return result
-                failure = (
-                    f"{ExtractFailure.TIMEOUT}: extraction took longer than {self.seconds:g} s "
-                    "(extract.max_seconds) and was stopped"
-                )
+                failure = result
             except (EOFError, OSError) as exc:  # the child is gone (or could not start)
                 code = self._child.poll() if self._child is not None else None
                 failure = (
@@ -82,6 +93,34 @@ class Extractor:
             self._stop()
         log.warning("extraction of %s: %s", url, failure)
         return record_of(failed_page(failure, self.cfg, headers))
+
+    def _answer(self) -> Extracted | str:
+        """The child's answer, or why it was stopped: past the time or the memory limit."""
+        assert self._recv is not None
+        deadline = time.monotonic() + self.seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if self._recv.poll(min(TICK_SECONDS, left)):
+                result: Extracted = self._recv.recv()
+                return result
+            if self._resident() > self.max_bytes:
+                return (
+                    f"{ExtractFailure.MEMORY}: extraction used more than "
+                    f"{self.max_bytes >> 20} MiB (extract.max_memory_mb) and was stopped"
+                )
+        return (
+            f"{ExtractFailure.TIMEOUT}: extraction took longer than {self.seconds:g} s "
+            "(extract.max_seconds) and was stopped"
+        )
+
+    def _resident(self) -> int:
+        """The child's resident memory in bytes; 0 where /proc cannot say (not Linux, gone)."""
+        if self._child is None:
+            return 0
+        try:
+            with open(f"/proc/{self._child.pid}/statm", "rb") as statm:
+                return int(statm.read().split()[1]) * PAGE_BYTES
+        except (OSError, ValueError, IndexError):
+            return 0
 
     def start(self) -> None:
         """Start the child now if it is not running (its imports take a second of CPU: a

@@ -7,7 +7,7 @@ import datetime as dt
 import json
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
 
@@ -55,6 +55,34 @@ def _cell(value: Any, width: int = 60) -> str:
 
 CSV_WIDTH = 1 << 30  # a CSV cell is never cut
 _SPACED = re.compile(r"[\t\n\r]")
+
+
+def capped_values(rows: Iterable[Sequence[Any]], max_chars: int) -> Iterator[tuple[Any, ...]]:
+    """``rows`` with every text or binary value longer than ``max_chars`` (characters, bytes)
+    cut there, and every list (an array) longer than that many items, at any depth (inside
+    structs, maps and arrays); what was cut is said at the end: ``…[1,900,000 more chars:
+    sql.max_value_chars]`` (a final item of a list)."""
+    for row in rows:
+        yield tuple(_capped(v, max_chars) for v in row)
+
+
+def _capped(value: Any, max_chars: int) -> Any:
+    if isinstance(value, str | bytes | bytearray):
+        if len(value) <= max_chars:
+            return value
+        unit = "chars" if isinstance(value, str) else "bytes"
+        marker = f"…[{len(value) - max_chars:,} more {unit}: sql.max_value_chars]"
+        if isinstance(value, str):
+            return value[:max_chars] + marker
+        return bytes(value[:max_chars]) + marker.encode()
+    if isinstance(value, dict):
+        return {k: _capped(v, max_chars) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        items = [_capped(v, max_chars) for v in value[:max_chars]]
+        if len(value) > max_chars:
+            items.append(f"…[{len(value) - max_chars:,} more items: sql.max_value_chars]")
+        return items if isinstance(value, list) else tuple(items)
+    return value
 
 
 def write_table(

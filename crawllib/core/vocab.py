@@ -255,6 +255,7 @@ class ExtractFailure:
 
     TIMEOUT: Final = "extract_timeout"  # past extract.max_seconds: its process was killed
     CRASHED: Final = "extract_crashed"  # its process died (a crash, out of memory)
+    MEMORY: Final = "extract_memory"  # past extract.max_memory_mb: its process was killed
 
 
 class BlockedKind:

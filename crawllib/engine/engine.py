@@ -115,7 +115,13 @@ from crawllib.engine.client import (
 from crawllib.engine.dns import Resolver
 from crawllib.engine.follow import Follower
 from crawllib.engine.resume import continue_slot, replay
-from crawllib.engine.robots_fetch import RobotsState, classify, fetch_robots, fresh_rows
+from crawllib.engine.robots_fetch import (
+    RobotsState,
+    classify,
+    classify_off_loop,
+    fetch_robots,
+    fresh_rows,
+)
 from crawllib.engine.servers import Server
 from crawllib.engine.sitemap_fetch import fetch_sitemap, sitemap_urls
 from crawllib.engine.slots import LoopClock, Slot
@@ -801,7 +807,7 @@ class _Run:
         robots = self.cfg.robots
         cached = self.cached_robots.get(host)
         if cached is not None:
-            state = classify(cached, robots.agent, robots.max_bytes)
+            state = await classify_off_loop(cached, robots.agent, robots.max_bytes)
             slot.set_crawl_delay(state.crawl_delay)
             return state
 

@@ -11,6 +11,13 @@ is switched off and the configuration locked before the query is parsed. Anythin
 (SELECT, WITH, VALUES, SHOW, DESCRIBE, SUMMARIZE, EXPLAIN) is refused first, as by the Spark
 engine, with one line. A query is bounded: ``sql.max_memory`` (DuckDB's memory limit, nothing
 spilled to disk) and ``sql.max_seconds`` (it is interrupted), each a one-line error.
+
+DuckDB's memory limit covers its buffer manager only, and an interrupt is seen between chunks
+of rows only: one value (``repeat('a', 1000000000)``, ``range(30000000)`` as a list) is built
+outside the one and in spite of the other. So a watch thread also samples the process's
+resident memory, and a caller that owns its process (the ``crawl`` command) gives it a ``stop``
+that ends the process when the query grew past ``memory_bound`` or did not end within
+``GRACE_SECONDS`` of its interruption.
 """
 
 from __future__ import annotations
@@ -20,8 +27,9 @@ import importlib.util
 import os
 import re
 import threading
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from crawllib.config import Config
 from crawllib.core.errors import EngineUnavailable, QueryRefused
@@ -45,6 +53,16 @@ MACROS = (
 )
 _EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(ANALYZE\s+)?(\([^)]*\)\s*)?", re.IGNORECASE)
 BATCH_ROWS = 1024
+# How long an interrupted query has to end before ``stop`` ends the process, and how often the
+# watch looks (reading /proc/self/statm costs microseconds).
+GRACE_SECONDS = 1.0
+TICK_SECONDS = 0.02
+# The process may grow past its size at the start of the query by twice sql.max_memory (DuckDB's
+# allocations outside its buffer manager, delta-rs's Arrow batches, the rows as Python values),
+# and by at least this much.
+MIN_GROWTH = 256 << 20
+_UNITS = {"kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS |= {"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 
 
 def available() -> bool:
@@ -53,19 +71,25 @@ def available() -> bool:
 
 
 def run_query(
-    root: str, query: str, cfg: Config, limit: int | None = None
+    root: str,
+    query: str,
+    cfg: Config,
+    limit: int | None = None,
+    stop: Callable[[str], NoReturn] | None = None,
 ) -> tuple[list[str], Iterator[tuple[Any, ...]]]:
     """The column names and rows (read lazily; at most ``limit``) of a read-only ``query`` over
     the crawl at ``root``. QueryRefused for anything but one query, a name that is not one of
-    the crawl's tables or views, or a query DuckDB cannot run; FileNotFoundError when ``root``
-    is no crawl root; EngineUnavailable without the packages."""
+    the crawl's tables or views, or a query DuckDB cannot run, ran past sql.max_seconds or grew
+    the process past ``memory_bound``; FileNotFoundError when ``root`` is no crawl root;
+    EngineUnavailable without the packages. ``stop``, given the reason in one line, ends the
+    process when an interruption cannot (see the module's docstring)."""
     if not available():
         raise EngineUnavailable(MISSING)
     import duckdb
 
     location, options = table_location(root, cfg)
     con = connect(cfg.sql.max_memory)
-    watch = _Watch(con, cfg.sql.max_seconds)
+    watch = _Watch(con, cfg.sql.max_seconds, cfg.sql.max_memory, stop)
     try:
         tree = syntax_tree(con, check_query(con, query))
         named, shows = relations_read(con, tree)
@@ -92,32 +116,84 @@ def run_query(
     return list(relation.columns), _rows(relation, watch)
 
 
-class _Watch:
-    """Interrupts a connection's queries once ``seconds`` have passed (again and again, so a
-    query started later stops too) until stopped."""
+def memory_bytes(amount: str) -> int:
+    """An amount of memory in DuckDB's units (``4GB``, ``512MiB``; config checks the form) in
+    bytes."""
+    number, unit = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]+)\s*", amount).groups()  # type: ignore[union-attr]
+    return int(float(number) * _UNITS[unit.lower()])
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, seconds: float) -> None:
-        self.con, self.seconds = con, seconds
+
+def memory_bound(max_memory: str) -> int:
+    """The bytes a query may grow the process by: twice ``max_memory``, at least MIN_GROWTH."""
+    return max(2 * memory_bytes(max_memory), MIN_GROWTH)
+
+
+def resident_bytes() -> int:
+    """This process's resident memory now (Linux), else its peak so far."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class _Watch:
+    """Interrupts a connection's queries once ``seconds`` have passed or the process grew past
+    ``memory_bound(max_memory)`` (again and again, so a query started later stops too) until
+    stopped; with ``stop``, ends the process at once past the memory bound, and when the
+    interrupted query has not ended GRACE_SECONDS after the time limit."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        seconds: float,
+        max_memory: str,
+        stop: Callable[[str], NoReturn] | None = None,
+    ) -> None:
+        self.con, self.seconds, self.max_memory, self.stop_process = con, seconds, max_memory, stop
+        self.bound = resident_bytes() + memory_bound(max_memory)
+        self.reason: str | None = None
         self.fired = threading.Event()
         self.stopped = threading.Event()
-        threading.Thread(target=self._run, name="crawl-sql-time-limit", daemon=True).start()
+        threading.Thread(target=self._run, name="crawl-sql-limits", daemon=True).start()
 
     def _run(self) -> None:
-        if self.stopped.wait(self.seconds):
-            return
+        deadline = time.monotonic() + self.seconds
+        while not self.stopped.wait(TICK_SECONDS):
+            if time.monotonic() >= deadline:
+                self._fire(
+                    f"the query ran longer than sql.max_seconds ({self.seconds:g} s) and was "
+                    "stopped",
+                    GRACE_SECONDS,
+                )
+                return
+            if resident_bytes() > self.bound:
+                self._fire(
+                    f"the query needed more memory than sql.max_memory ({self.max_memory}) "
+                    f"allows (one value or the rows outside DuckDB's memory limit: the process "
+                    f"grew past {memory_bound(self.max_memory) >> 20} MiB) and was stopped",
+                    0.0,
+                )
+                return
+
+    def _fire(self, reason: str, grace: float) -> None:
+        self.reason = reason
         self.fired.set()
+        end = time.monotonic() + grace
         while not self.stopped.is_set():
+            if self.stop_process is not None and time.monotonic() >= end:
+                self.stop_process(reason)
             self.con.interrupt()
-            self.stopped.wait(0.1)
+            self.stopped.wait(min(0.1, max(end - time.monotonic(), TICK_SECONDS)))
 
     def stop(self) -> None:
         self.stopped.set()
 
     def refusal(self, exc: BaseException, prefix: str = "") -> QueryRefused:
-        if self.fired.is_set():
-            return QueryRefused(
-                f"the query ran longer than sql.max_seconds ({self.seconds:g} s) and was stopped"
-            )
+        if self.reason is not None:
+            return QueryRefused(self.reason)
         return QueryRefused(prefix + first_line(exc))
 
 

@@ -1,10 +1,12 @@
 """One page's extraction has a time limit (extract.max_seconds): its child process is killed
 past it, the page gets an extract_timeout error, and the next page goes on in a new child;
-in the fetch engine too, where the slice goes on. A child that dies gives extract_crashed."""
+in the fetch engine too, where the slice goes on. A child that dies gives extract_crashed, one
+whose resident memory passes extract.max_memory_mb extract_memory."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 from crawllib.config import load_config, replace
 from crawllib.content.extract import extract_record
@@ -55,6 +57,28 @@ def test_a_child_that_dies_is_an_extract_crashed_page_and_the_next_page_goes_on(
         killer.join()
         assert dead["error"].startswith(f"{ExtractFailure.CRASHED}: the extraction's process")
         assert extractor.extract(SMALL, "http://a.test/", None)["error"] is None
+    finally:
+        extractor.close()
+
+
+def test_a_page_past_the_memory_limit_is_stopped_and_the_next_page_is_extracted():
+    # SLOW's tree takes the child from about 160 MiB to about 480 MiB, over 8 s
+    extractor = Extractor(cfg_with(extract__max_seconds=600.0, extract__max_memory_mb=256))
+    try:
+        assert extractor.extract(SMALL, "http://a.test/", None)["error"] is None
+        child = extractor._child
+        started = time.monotonic()
+        big = extractor.extract(SLOW, "http://a.test/slow", None)
+        assert big["error"] == (
+            f"{ExtractFailure.MEMORY}: extraction used more than 256 MiB "
+            "(extract.max_memory_mb) and was stopped"
+        )
+        assert big["text"] is None and big["links"] == []
+        assert time.monotonic() - started < 6  # stopped while it grew, not after
+        assert child.poll() is not None  # killed
+        again = extractor.extract(SMALL, "http://a.test/", None)
+        assert again["title"] == "Small" and again["error"] is None
+        assert extractor._child is not None and extractor._child.pid != child.pid
     finally:
         extractor.close()
 

@@ -244,3 +244,44 @@ def test_robots_body_is_cut_to_max_bytes_on_a_character():
         cfg = config(server.resolve("a.test"), robots__max_bytes=64)
         _, robots = crawl(["http://a.test/x"], cfg)
     assert len(robots[0]["body"].encode()) <= 64 and robots[0]["body"].startswith("User-agent")
+
+
+def test_a_large_robots_txt_is_parsed_off_the_event_loop(monkeypatch):
+    """A hostile robots.txt (500 KB: 24,800 wildcard rules, Sitemap lines) costs tens of ms to
+    parse; past OFF_LOOP_BYTES it is parsed in the loop's executor, fetched or cached, so the
+    loop pacing the task's other hosts goes on. A small one is parsed in the loop."""
+    from crawllib.engine.robots_fetch import OFF_LOOP_BYTES
+    from crawllib.policy.robots import RobotsRules
+
+    rules = "".join(f"Disallow: /*{i}*q\n" for i in range(24_800))
+    sitemaps = "".join(f"Sitemap: http://hostile.test/map{i}.xml\n" for i in range(500))
+    hostile = f"User-agent: *\n{rules}{sitemaps}"
+    assert OFF_LOOP_BYTES < 500_000 <= len(hostile) <= 512_000
+    parse = RobotsRules.parse.__func__  # type: ignore[attr-defined]
+    in_loop: list[tuple[int, bool]] = []  # (body length, parsed in a running event loop)
+
+    def watched(cls, text, agent, max_bytes=512_000):
+        try:
+            asyncio.get_running_loop()
+            in_loop.append((len(text), True))
+        except RuntimeError:
+            in_loop.append((len(text), False))
+        return parse(cls, text, agent, max_bytes)
+
+    monkeypatch.setattr(RobotsRules, "parse", classmethod(watched))
+    with LocalWeb() as server:
+        server.text("hostile.test", "/robots.txt", hostile)
+        server.text("calm.test", "/robots.txt", AGENT_ROBOTS)
+        cfg = config(server.resolve("hostile.test", "calm.test"))
+        urls = ["http://hostile.test/a", *(f"http://calm.test/{i}" for i in range(3))]
+        fetches, robots = crawl(urls, cfg)
+        assert sorted(in_loop) == [(len(AGENT_ROBOTS), True), (len(hostile), False)]
+        # the hostile host's rules: too many wildcards, every page disallowed
+        assert fetches["http://hostile.test/a"]["outcome"] == "robots_denied"
+        assert all(fetches[u]["outcome"] == "ok" for u in urls[1:])
+        (record,) = [r for r in robots if r["host"] == "hostile.test"]
+        assert len(record["sitemaps"]) == 500
+        in_loop.clear()
+        fetches, _ = crawl(["http://hostile.test/b"], cfg, robots_rows=[record])  # cached
+        assert in_loop == [(len(hostile), False)]
+        assert fetches["http://hostile.test/b"]["outcome"] == "robots_denied"

@@ -517,3 +517,47 @@ def test_a_hostile_robots_txt_costs_little_and_stays_polite():
     assert RobotsRules.parse(other + "User-agent: *\nAllow: /\n", "crawllib").allowed(
         "http://a.test/a"
     )
+
+
+# Rules as a robots.txt writes them: plain, anchored with $, with wildcards, some the same path
+# allowed and disallowed; paths over a small alphabet so that rules and paths meet often.
+_PATHS = st.text(alphabet="ab/*$", min_size=1, max_size=6).map(lambda p: "/" + p)
+
+
+@given(
+    rules=st.lists(st.tuples(_PATHS, st.booleans()), max_size=12),
+    path=st.text(alphabet="ab/$", max_size=8),
+)
+def test_the_indexed_rules_decide_as_the_longest_match_over_all_rules(rules, path) -> None:
+    """RobotsRules looks plain rules up instead of trying each: the decision is still the
+    greatest (length, allow) among every rule that matches (RFC 9309 §2.2.2), as trying the
+    rules one by one in that order decides (protego's matcher, rule by rule)."""
+    from protego._urlpattern import _URLPattern
+    from protego._utils import _quote_path, _quote_pattern
+
+    body = "User-agent: *\n" + "".join(
+        f"{'Allow' if allow else 'Disallow'}: {p}\n" for p, allow in rules
+    )
+    url = f"http://a.test/{path}"
+    target = _quote_path(url)
+    patterns = [(_URLPattern(q), allow) for p, allow in rules if (q := _quote_pattern(p))]
+    matching = [(pat.priority, allow) for pat, allow in patterns if pat.match(target)]
+    expected = max(matching)[1] if matching else True
+    if url.endswith("/robots.txt"):
+        expected = True
+    assert RobotsRules.parse(body, "crawllib").allowed(url) is expected
+
+
+def test_many_plain_rules_cost_a_lookup_per_rule_length():
+    """30,000 plain rules (500 KB) were tried one by one, 8.6 ms per check of a 2 KB URL; they
+    are looked up now."""
+    import time
+
+    body = "User-agent: *\n" + "".join(f"Disallow: /p{i}/x\n" for i in range(30_000))
+    body = body[: body.rfind("\n", 0, MAX_ROBOTS_BYTES) + 1]
+    rules = RobotsRules.parse(body, "crawllib")
+    assert not rules.allowed("http://a.test/p123/x/y") and rules.allowed("http://a.test/p123/")
+    url = "http://a.test/" + "a" * 2000
+    started = time.perf_counter()
+    assert all(rules.allowed(url) for _ in range(1000))
+    assert time.perf_counter() - started < 2.0  # 8.6 s before
