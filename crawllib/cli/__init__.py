@@ -132,15 +132,20 @@ def _seed_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _sql_args(p: argparse.ArgumentParser) -> None:
-    _root(p)
-    p.add_argument("query", help='SQL over the crawl tables, e.g. "SELECT count(*) FROM frontier"')
+def _format_arg(p: argparse.ArgumentParser) -> None:
+    """--format: how a command prints its rows (crawllib.core.output.WRITERS)."""
     p.add_argument(
         "--format",
         choices=["table", "json", "csv"],
         default="table",
         help="table (default), json (one object a line) or csv",
     )
+
+
+def _sql_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("query", help='SQL over the crawl tables, e.g. "SELECT count(*) FROM frontier"')
+    _format_arg(p)
     p.add_argument(
         "--limit",
         type=_row_limit,
@@ -529,12 +534,7 @@ def _failures_line(db: Any, gens: Sequence[int]) -> str | None:
 
 def _status_args(p: argparse.ArgumentParser) -> None:
     _root(p)
-    p.add_argument(
-        "--format",
-        choices=["table", "json", "csv"],
-        default="table",
-        help="table (default), json (one object a line) or csv",
-    )
+    _format_arg(p)
 
 
 @command("status", "print each generation's stages: state, time, counts, items/s", _status_args)
@@ -555,12 +555,7 @@ def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
 
 def _maintain_args(p: argparse.ArgumentParser) -> None:
     _root(p)
-    p.add_argument(
-        "--format",
-        choices=["table", "json"],
-        default="table",
-        help="table (default) or json (one object a line)",
-    )
+    _format_arg(p)
     p.add_argument(
         "--every",
         type=_every_arg,
@@ -595,8 +590,6 @@ def _every_arg(text: str) -> int:
     writes=True,
 )
 def cmd_maintain(args: argparse.Namespace, cfg: Config) -> int:
-    import json
-
     from crawllib.core.output import WRITERS
     from crawllib.store import generations, maintain
 
@@ -605,10 +598,10 @@ def cmd_maintain(args: argparse.Namespace, cfg: Config) -> int:
     ledger = generations.read_ledger(db)
     skipped = maintain.skip_reason(ledger.states, args.every) if args.every else None
     if skipped:
-        if args.format == "json":
-            print(json.dumps({"skipped": skipped, "every": args.every}))
-        else:
+        if args.format == "table":
             print(f"maintain skipped: {skipped}")
+        else:
+            WRITERS[args.format](("skipped", "every"), [(skipped, args.every)], sys.stdout)
         return 0
     if args.dry_run:
         planned = maintain.plan(spark, args.root, cfg)
@@ -632,12 +625,7 @@ def _register_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="point entries registered at another location (another crawl) to this root",
     )
-    p.add_argument(
-        "--format",
-        choices=["table", "json", "csv"],
-        default="table",
-        help="table (default), json (one object a line) or csv",
-    )
+    _format_arg(p)
 
 
 @command(
