@@ -282,7 +282,7 @@ def _spark_sql(args: argparse.Namespace, cfg: Config, cap: _TableCap) -> int:
 
     with time_limit(spark, seconds, stop) as stopped:
         try:
-            df = run_query(spark, args.root, args.query)
+            df = run_query(spark, args.root, args.query, cfg)
             limit = cap.limit(args.limit)
             if limit is not None:
                 df = df.limit(limit)
@@ -640,7 +640,7 @@ def cmd_register(args: argparse.Namespace, cfg: Config) -> int:
 
     register.check_database(args.database)  # before a JVM starts
     spark = _crawl_session(cfg, args.root)
-    done = register.register(spark, args.root, args.database, replace=args.replace)
+    done = register.register(spark, args.root, cfg, args.database, replace=args.replace)
     WRITERS[args.format](register.COLUMNS, [dataclasses.astuple(e) for e in done], sys.stdout)
     if args.format == "table":
         print(f"registered in {args.database}: {register.summary(done)}")
@@ -672,7 +672,7 @@ def _export_warc_args(p: argparse.ArgumentParser) -> None:
         nargs="?",
         default=None,
         help="folder for crawl-gen{N}-{partition:05d}-{seq:03d}.warc.gz files: local, or an S3 "
-        "URI (s3a://bucket/warc); default ROOT/warc/gen=N",
+        "URI (s3a://bucket/warc); default gen=N in warc.archive_root (ROOT/warc)",
     )
     p.add_argument(
         "--max-file-bytes", type=int, default=None, help="start a new file past this size (1 GB)"
