@@ -664,6 +664,17 @@ class MaintainConfig:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class WarcConfig:
+    archive_root: str = setting(
+        "",
+        "the folder (local path or URI) under which `crawl export-warc` writes each "
+        "generation's WARC files (gen=N/) unless given OUT_DIR, and the root ccindex's "
+        "warc_filename is relative to, as Common Crawl's is to s3://commoncrawl/; empty: "
+        "ROOT/warc",
+    )
+
+
 def _check_memory(v: str) -> str | None:
     if re.fullmatch(r"[0-9]+(\.[0-9]+)?\s*(KB|MB|GB|TB|KiB|MiB|GiB|TiB)", v.strip(), re.I):
         return None
@@ -741,6 +752,7 @@ class Config:
     extract: ExtractConfig = dataclasses.field(default_factory=ExtractConfig)
     storage: StorageConfig = dataclasses.field(default_factory=StorageConfig)
     maintain: MaintainConfig = dataclasses.field(default_factory=MaintainConfig)
+    warc: WarcConfig = dataclasses.field(default_factory=WarcConfig)
     sql: SqlConfig = dataclasses.field(default_factory=SqlConfig)
     spark: SparkConfig = dataclasses.field(default_factory=SparkConfig)
 

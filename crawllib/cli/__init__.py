@@ -133,15 +133,20 @@ def _seed_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _sql_args(p: argparse.ArgumentParser) -> None:
-    _root(p)
-    p.add_argument("query", help='SQL over the crawl tables, e.g. "SELECT count(*) FROM frontier"')
+def _format_arg(p: argparse.ArgumentParser) -> None:
+    """--format: how a command prints its rows (crawllib.core.output.WRITERS)."""
     p.add_argument(
         "--format",
         choices=["table", "json", "csv"],
         default="table",
         help="table (default), json (one object a line) or csv",
     )
+
+
+def _sql_args(p: argparse.ArgumentParser) -> None:
+    _root(p)
+    p.add_argument("query", help='SQL over the crawl tables, e.g. "SELECT count(*) FROM frontier"')
+    _format_arg(p)
     p.add_argument(
         "--limit",
         type=_row_limit,
@@ -288,7 +293,7 @@ def _spark_sql(args: argparse.Namespace, cfg: Config, cap: _TableCap) -> int:
 
     with time_limit(spark, seconds, stop) as stopped:
         try:
-            df = run_query(spark, args.root, args.query)
+            df = run_query(spark, args.root, args.query, cfg)
             limit = cap.limit(args.limit)
             if limit is not None:
                 df = df.limit(limit)
@@ -540,12 +545,7 @@ def _failures_line(db: Any, gens: Sequence[int]) -> str | None:
 
 def _status_args(p: argparse.ArgumentParser) -> None:
     _root(p)
-    p.add_argument(
-        "--format",
-        choices=["table", "json", "csv"],
-        default="table",
-        help="table (default), json (one object a line) or csv",
-    )
+    _format_arg(p)
 
 
 @command("status", "print each generation's stages: state, time, counts, items/s", _status_args)
@@ -566,12 +566,7 @@ def cmd_status(args: argparse.Namespace, cfg: Config) -> int:
 
 def _maintain_args(p: argparse.ArgumentParser) -> None:
     _root(p)
-    p.add_argument(
-        "--format",
-        choices=["table", "json"],
-        default="table",
-        help="table (default) or json (one object a line)",
-    )
+    _format_arg(p)
     p.add_argument(
         "--every",
         type=_every_arg,
@@ -606,8 +601,6 @@ def _every_arg(text: str) -> int:
     writes=True,
 )
 def cmd_maintain(args: argparse.Namespace, cfg: Config) -> int:
-    import json
-
     from crawllib.core.output import WRITERS
     from crawllib.store import generations, maintain
 
@@ -616,10 +609,10 @@ def cmd_maintain(args: argparse.Namespace, cfg: Config) -> int:
     ledger = generations.read_ledger(db)
     skipped = maintain.skip_reason(ledger.states, args.every) if args.every else None
     if skipped:
-        if args.format == "json":
-            print(json.dumps({"skipped": skipped, "every": args.every}))
-        else:
+        if args.format == "table":
             print(f"maintain skipped: {skipped}")
+        else:
+            WRITERS[args.format](("skipped", "every"), [(skipped, args.every)], sys.stdout)
         return 0
     if args.dry_run:
         planned = maintain.plan(spark, args.root, cfg)
@@ -643,12 +636,7 @@ def _register_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="point entries registered at another location (another crawl) to this root",
     )
-    p.add_argument(
-        "--format",
-        choices=["table", "json", "csv"],
-        default="table",
-        help="table (default), json (one object a line) or csv",
-    )
+    _format_arg(p)
 
 
 @command(
@@ -663,7 +651,7 @@ def cmd_register(args: argparse.Namespace, cfg: Config) -> int:
 
     register.check_database(args.database)  # before a JVM starts
     spark = _crawl_session(cfg, args.root)
-    done = register.register(spark, args.root, args.database, replace=args.replace)
+    done = register.register(spark, args.root, cfg, args.database, replace=args.replace)
     WRITERS[args.format](register.COLUMNS, [dataclasses.astuple(e) for e in done], sys.stdout)
     if args.format == "table":
         print(f"registered in {args.database}: {register.summary(done)}")
@@ -695,7 +683,7 @@ def _export_warc_args(p: argparse.ArgumentParser) -> None:
         nargs="?",
         default=None,
         help="folder for crawl-gen{N}-{partition:05d}-{seq:03d}.warc.gz files: local, or an S3 "
-        "URI (s3a://bucket/warc); default ROOT/warc/gen=N",
+        "URI (s3a://bucket/warc); default gen=N in warc.archive_root (ROOT/warc)",
     )
     p.add_argument(
         "--max-file-bytes", type=int, default=None, help="start a new file past this size (1 GB)"

@@ -36,6 +36,7 @@ from crawllib.core.errors import EngineUnavailable, QueryRefused
 from crawllib.core.vocab import LATER_TABLES, TABLE_NAMES
 from crawllib.sql.duckdb_tree import columns_used, relations_read, syntax_tree
 from crawllib.sql.views import ONLY_QUERIES, VIEWS, view_sql
+from crawllib.store import dialect
 from crawllib.store.deltars import DeltaScan, table_location
 
 if TYPE_CHECKING:
@@ -46,9 +47,11 @@ MISSING = (
     "the duckdb engine needs the packages duckdb and deltalake (crawllib's sql extra: pip "
     "install 'dist/crawllib-<version>-py3-none-any.whl[sql]'), or use --engine spark"
 )
-# Spark functions the views call, for DuckDB (the views are shared: crawllib.sql.views.VIEWS).
+# Spark functions the views call (the views are shared: crawllib.sql.views.VIEWS) and users'
+# queries may (timestamp_seconds: sitemaps' lastmod), for DuckDB: the rules' macros, and one
+# more.
 MACROS = (
-    "CREATE MACRO unix_micros(ts) AS epoch_us(ts)",
+    *dialect.MACROS,
     "CREATE MACRO current_timestamp() AS get_current_timestamp()",
 )
 _EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(ANALYZE\s+)?(\([^)]*\)\s*)?", re.IGNORECASE)
@@ -100,7 +103,7 @@ def run_query(
                 con.register(name, DeltaScan(f"{location}/{name}", options, columns))
         for name in names:
             if name in VIEWS:
-                con.execute(f"CREATE TEMP VIEW {name} AS {view_sql(name, root)}")
+                con.execute(f"CREATE TEMP VIEW {name} AS {view_sql(name, root, cfg)}")
         relation = con.sql(query)
     except duckdb.Error as exc:
         watch.stop()

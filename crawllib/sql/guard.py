@@ -29,6 +29,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from crawllib.config import Config
 from crawllib.core.errors import QueryRefused
 from crawllib.sql.functions import ALLOWED_FUNCTIONS, OPTION_FUNCTIONS
 from crawllib.sql.register import register_views
@@ -112,11 +113,11 @@ def check_query(spark: SparkSession, root: str, query: str) -> Any:
     return plan
 
 
-def run_query(spark: SparkSession, root: str, query: str) -> DataFrame:
+def run_query(spark: SparkSession, root: str, query: str, cfg: Config) -> DataFrame:
     """The result of a read-only ``query`` over the crawl's tables and views (lazy: it runs
     when read); QueryRefused when it is not read-only or Spark cannot resolve it."""
     plan = check_query(spark, root, query)  # before Spark touches anything
-    register_views(spark, root)
+    register_views(spark, root, cfg)
     try:
         _Analysed(spark, root).statement(plan)
         return spark.sql(query)

@@ -25,6 +25,7 @@ import dataclasses
 import re
 from typing import TYPE_CHECKING
 
+from crawllib.config import Config
 from crawllib.core.errors import BadRoot
 from crawllib.core.vocab import LATER_TABLES, TABLE_NAMES
 from crawllib.sql.views import VIEW_NEEDS, VIEWS, view_sql
@@ -99,7 +100,9 @@ def _same_place(a: str, b: str) -> bool:
     return strip(a) == strip(b)
 
 
-def register(spark: SparkSession, root: str, database: str, replace: bool = False) -> list[Entry]:
+def register(
+    spark: SparkSession, root: str, cfg: Config, database: str, replace: bool = False
+) -> list[Entry]:
     """Register ROOT's tables and views as DATABASE.<name>; return what was done to each."""
     check_database(database)
     impl = spark.conf.get("spark.sql.catalogImplementation", "in-memory")
@@ -147,7 +150,7 @@ def register(spark: SparkSession, root: str, database: str, replace: bool = Fals
         for name in VIEWS:
             if not all(tables.exists(spark, root, t) for t in VIEW_NEEDS.get(name, ())):
                 continue  # an older crawl root: it has no table the view reads yet
-            query = view_sql(name, root)
+            query = view_sql(name, root, cfg)
             qualified = f"{database}.{name}"
             existed = spark.catalog.tableExists(qualified)
             spark.sql(f"CREATE OR REPLACE VIEW {qualified} AS {query}")
@@ -162,7 +165,7 @@ def summary(done: list[Entry]) -> str:
     return ", ".join(f"{n} {a}" for a, n in counts.items() if n) or "nothing to register"
 
 
-def register_views(spark: SparkSession, root: str) -> None:
+def register_views(spark: SparkSession, root: str, cfg: Config) -> None:
     """Make every table queryable in SQL by its name (SELECT count(*) FROM frontier), and the
     VIEWS over them."""
     for name in TABLE_NAMES:
@@ -170,4 +173,4 @@ def register_views(spark: SparkSession, root: str) -> None:
             tables.read(spark, root, name).createOrReplaceTempView(name)
     for name in VIEWS:
         if all(tables.exists(spark, root, table) for table in VIEW_NEEDS.get(name, ())):
-            spark.sql(view_sql(name, root)).createOrReplaceTempView(name)
+            spark.sql(view_sql(name, root, cfg)).createOrReplaceTempView(name)

@@ -8,8 +8,12 @@ functions they call (``unix_micros``, ``current_timestamp()``) as macros.
 
 from __future__ import annotations
 
-from crawllib.core.vocab import TABLE_NAMES
+import re
+
+from crawllib.config import Config
+from crawllib.core.vocab import TABLE_NAMES, ErrorKind
 from crawllib.policy.revisit import freshness_query
+from crawllib.store.filestore import archive_prefix
 
 # Views over the versions pages and texts keep (one row per visit that stored a page): the
 # latest of each URL, and the history of a URL's text. A revisit answered 304 stores none, so
@@ -19,44 +23,91 @@ _LATEST = (
     "(PARTITION BY url_key ORDER BY gen DESC, slice DESC) AS _newest FROM {table}) "
     "WHERE _newest = 1"
 )
-# Common Crawl's columnar URL index as a view: its column names where a column means the same
-# thing. URL parts are cut from the normalised URL with regular expressions both engines read
-# alike (no backslash: Spark's string literals unescape them, DuckDB's do not). Differences
-# from Common Crawl's: content_digest (SHA-1, base 32, of the payload) and warc_* are known
-# once `crawl export-warc` wrote the capture, null until then; content_languages holds the
-# detected language's ISO 639-1 code (``en``), not ISO 639-3 (``eng``); url_host_private_suffix
-# and content_mime_detected are null (domains come from the ICANN part of the suffix list, and
-# no content type is detected). subset: ``warc`` for a page stored, ``crawldiagnostics`` for
-# the other answers (redirects, errors, 304s).
+# Common Crawl's columnar URL index as a view (cc-index-table's cc-index-schema-flat.json):
+# every column of theirs, in their order, with their meaning, or null where the crawl does not
+# know it (docs/tables.md, "A capture index like Common Crawl's", says which and why). URL
+# parts are cut from the normalised URL with functions both engines read alike (split_part;
+# regular expressions with no backslash: Spark's string literals unescape them, DuckDB's do
+# not). Host name parts and the reversed host are null for an IP address, as theirs. subset is
+# theirs too: a 2xx answer is ``warc``, every other answer ``crawldiagnostics``.
+# warc_filename is relative to the archive's root (``warc.archive_root``), warc_location the
+# file's full location.
 _CRAWL = "__crawl_root_name__"
+_ARCHIVE = "__warc_archive_prefix__"
 _SCHEME = "[a-zA-Z][a-zA-Z0-9+.-]*"
+# The reversed host is joined from this many labels at most (a longer name's is null): the
+# engines share no function that reverses a list.
+HOST_LABELS = 16
+_IPV4 = "^[0-9]+[.][0-9]+[.][0-9]+[.][0-9]+$"
+
+
+def _label(i: int) -> str:
+    """The host name's i-th label from the end (1: the top-level domain), null past its first."""
+    return f"nullif(split_part(c.host_name, '.', -{i}), '')"
+
+
+_LABELS = "(length(c.host_name) - length(replace(c.host_name, '.', '')) + 1)"
+_REVERSED = (
+    f"CASE WHEN {_LABELS} <= {HOST_LABELS} THEN "
+    f"concat_ws('.', {', '.join(_label(i) for i in range(1, HOST_LABELS + 1))}) END"
+)
+# The columns of fetches the view reads
+_FETCH = (
+    "gen, slice, url_key, url, host, domain, surt, fetched_at, http_status, redirect_to, "
+    "content_type, is_truncated, error_kind"
+)
+_NTH = {2: "2nd", 3: "3rd", 4: "4th", 5: "5th"}
+# content_truncated: why the payload is cut short, as WARC-Truncated says (the WARC writer
+# writes ``length`` for a body cut at fetch.max_body_bytes).
+_TOO_LARGE, _TIMEOUT, _GONE = (
+    ErrorKind.DECOMPRESSED_TOO_LARGE,
+    ErrorKind.TIMEOUT,
+    ErrorKind.DISCONNECTED,
+)
+_TRUNCATED = (
+    f"CASE WHEN c.is_truncated OR c.error_kind = '{_TOO_LARGE}' THEN 'length' "
+    f"WHEN c.error_kind = '{_TIMEOUT}' THEN 'time' "
+    f"WHEN c.error_kind = '{_GONE}' THEN 'disconnect' END"
+)
 _CCINDEX = (
-    "SELECT f.surt AS url_surtkey, f.url AS url, f.host AS url_host_name, "
-    "regexp_extract(f.host, '([^.]+)$', 1) AS url_host_tld, "
-    "f.domain AS url_host_registered_domain, "
-    "nullif(regexp_extract(f.domain, '^[^.]+[.](.+)$', 1), '') AS url_host_registry_suffix, "
+    "SELECT c.surt AS url_surtkey, c.url AS url, c.host AS url_host_name, "
+    f"{_label(1)} AS url_host_tld, "
+    + "".join(f"{_label(i)} AS url_host_{n}_last_part, " for i, n in _NTH.items())
+    + "nullif(regexp_extract(c.reg_domain, '^[^.]+[.](.+)$', 1), '') "
+    "AS url_host_registry_suffix, "
+    "c.reg_domain AS url_host_registered_domain, "
     "CAST(NULL AS STRING) AS url_host_private_suffix, "
-    f"regexp_extract(f.url, '^({_SCHEME}):', 1) AS url_protocol, "
-    f"CAST(nullif(regexp_extract(f.url, '^{_SCHEME}://[^/?#]*:([0-9]+)', 1), '') AS INT) "
+    "CAST(NULL AS STRING) AS url_host_private_domain, "
+    f"{_REVERSED} AS url_host_name_reversed, "
+    f"regexp_extract(c.url, '^({_SCHEME}):', 1) AS url_protocol, "
+    f"CAST(nullif(regexp_extract(c.url, '^{_SCHEME}://[^/?#]*:([0-9]+)', 1), '') AS INT) "
     "AS url_port, "
-    f"regexp_extract(f.url, '^{_SCHEME}://[^/?#]*([^?#]*)', 1) AS url_path, "
-    "nullif(regexp_extract(f.url, '[?]([^#]*)', 1), '') AS url_query, "
-    "f.fetched_at AS fetch_time, f.http_status AS fetch_status, f.redirect_to AS fetch_redirect, "
+    f"regexp_extract(c.url, '^{_SCHEME}://[^/?#]*([^?#]*)', 1) AS url_path, "
+    "nullif(regexp_extract(c.url, '[?]([^#]*)', 1), '') AS url_query, "
+    "c.fetched_at AS fetch_time, c.http_status AS fetch_status, c.redirect_to AS fetch_redirect, "
     "nullif(regexp_replace(w.payload_digest, '^sha1:', ''), '') AS content_digest, "
-    "nullif(lower(trim(regexp_extract(f.content_type, '^([^;]*)', 1))), '') "
+    "nullif(lower(trim(regexp_extract(c.content_type, '^([^;]*)', 1))), '') "
     "AS content_mime_type, "
     "CAST(NULL AS STRING) AS content_mime_detected, p.charset AS content_charset, "
     "t.language_detected AS content_languages, "
-    "w.warc_filename AS warc_filename, w.warc_record_offset AS warc_record_offset, "
-    "w.warc_record_length AS warc_record_length, "
+    f"{_TRUNCATED} AS content_truncated, "
+    "CAST(NULL AS STRING) AS warc_record_id, "
+    f"CASE WHEN left(w.warc_filename, length({_ARCHIVE})) = {_ARCHIVE} "
+    f"THEN substr(w.warc_filename, length({_ARCHIVE}) + 1) ELSE w.warc_filename END "
+    "AS warc_filename, "
+    "w.warc_record_offset AS warc_record_offset, w.warc_record_length AS warc_record_length, "
+    "CAST(w.gen AS STRING) AS warc_segment, "
     f"'{_CRAWL}' AS crawl, "
-    "CASE WHEN p.url_key IS NULL THEN 'crawldiagnostics' ELSE 'warc' END AS subset, "
-    "f.gen AS gen, f.url_key AS url_key "
-    "FROM fetches f "
-    "LEFT JOIN pages p ON p.gen = f.gen AND p.slice = f.slice AND p.url_key = f.url_key "
-    "LEFT JOIN texts t ON t.gen = f.gen AND t.url_key = f.url_key "
-    "LEFT JOIN warc_index w ON w.gen = f.gen AND w.url_key = f.url_key "
-    "WHERE f.http_status IS NOT NULL"
+    "CASE WHEN c.http_status BETWEEN 200 AND 299 THEN 'warc' ELSE 'crawldiagnostics' END "
+    "AS subset, "
+    "c.gen AS gen, c.url_key AS url_key, w.warc_filename AS warc_location "
+    f"FROM (SELECT {_FETCH}, CASE WHEN host_is_ip THEN NULL ELSE host END AS host_name, "
+    "CASE WHEN host_is_ip THEN NULL ELSE domain END AS reg_domain "
+    f"FROM (SELECT {_FETCH}, (host LIKE '[%' OR regexp_extract(host, "
+    f"'{_IPV4}', 0) <> '') AS host_is_ip FROM fetches WHERE http_status IS NOT NULL) h) c "
+    "LEFT JOIN pages p ON p.gen = c.gen AND p.slice = c.slice AND p.url_key = c.url_key "
+    "LEFT JOIN texts t ON t.gen = c.gen AND t.url_key = c.url_key "
+    "LEFT JOIN warc_index w ON w.gen = c.gen AND w.url_key = c.url_key"
 )
 VIEWS = {
     "latest_texts": _LATEST.format(table="texts"),
@@ -77,9 +128,24 @@ VIEWS = {
 VIEW_NEEDS = {"ccindex": frozenset({"warc_index"})}
 
 
-def view_sql(name: str, root: str) -> str:
-    """The SQL of view ``name`` over the crawl at ``root`` (its ``crawl`` column names it)."""
-    return VIEWS[name].replace(_CRAWL, crawl_name(root))
+def view_sql(name: str, root: str, cfg: Config) -> str:
+    """The SQL of view ``name`` over the crawl at ``root`` (its ``crawl`` column names it;
+    ``warc_filename`` is relative to the archive's root, ``warc.archive_root``)."""
+    prefix = sql_string(archive_prefix(root, cfg))
+    return VIEWS[name].replace(_CRAWL, crawl_name(root)).replace(_ARCHIVE, prefix)
+
+
+def sql_string(text: str) -> str:
+    """``text`` as an SQL expression both engines read alike: a quoted literal, with a quote
+    or backslash as chr() (their literals escape those differently)."""
+    if "'" not in text and "\\" not in text:
+        return f"'{text}'"
+    pieces = re.split(r"(['\\])", text)
+    return (
+        "concat("
+        + ", ".join(f"chr({ord(p)})" if p in ("'", "\\") else f"'{p}'" for p in pieces if p)
+        + ")"
+    )
 
 
 def crawl_name(root: str) -> str:

@@ -6,8 +6,8 @@ each, from ``fetches``) are hash-partitioned by url_key into as many partitions 
 generation's bodies fill files of ``--max-file-bytes`` (at most one per page), each sorted by
 url_key. Every task writes its partition with :mod:`crawllib.content.warc`, one record at a time, to
 ``crawl-gen{gen}-{partition:05d}-{seq:03d}.warc.gz`` (seq: the next file once one reaches the
-size) in the output folder (:mod:`crawllib.store.filestore`: local, or an S3 prefix the task uploads
-to), and returns one index row per capture. The driver writes those rows over the
+size) in the output folder (:mod:`crawllib.store.filestore`: local, or an S3 prefix the task
+uploads to; by default ``gen=N`` in the archive's root, ``warc.archive_root``), and returns one index row per capture. The driver writes those rows over the
 generation's rows of ``warc_index``, then deletes the generation's files that this export did
 not write: a rerun leaves exactly its own files and index rows.
 """
@@ -28,7 +28,6 @@ from pyspark.sql import functions as F
 from crawllib.config import Config
 from crawllib.content import warc
 from crawllib.core.output import plural
-from crawllib.core.roots import normalize_root
 from crawllib.core.vocab import Outcome
 from crawllib.store import filestore, tables
 from crawllib.store.spark_schemas import WARC_INDEX
@@ -58,9 +57,10 @@ class ExportTask:
     max_bytes: int
 
 
-def default_out_dir(root: str, gen: int) -> str:
-    """Where a generation's WARC files go unless told: ``ROOT/warc/gen=N``."""
-    return f"{normalize_root(root)}/warc/gen={gen}"
+def default_out_dir(root: str, gen: int, cfg: Config) -> str:
+    """Where a generation's WARC files go unless told: ``gen=N`` in the archive's root
+    (``warc.archive_root``, by default ``ROOT/warc``)."""
+    return f"{filestore.archive_root(root, cfg)}/gen={gen}"
 
 
 def export_partitions(pages: int, body_bytes: int, max_bytes: int) -> int:
@@ -180,12 +180,13 @@ def export_warc(
     out_dir: str | None = None,
     max_bytes: int | None = None,
 ) -> ExportResult:
-    """Write generation gen's pages as WARC files to out_dir (default ``ROOT/warc/gen=N``: a
-    local folder or an S3 URI) and their rows of ``warc_index``. No pages, no file."""
+    """Write generation gen's pages as WARC files to out_dir (a local folder or an S3 URI;
+    default ``gen=N`` in the archive's root: ``warc.archive_root``, else ``ROOT/warc``) and
+    their rows of ``warc_index``. No pages, no file."""
     if max_bytes is not None and max_bytes < 1:
         raise ValueError(f"--max-file-bytes {max_bytes}: expected a number of bytes >= 1")
     task = ExportTask(
-        gen, out_dir or default_out_dir(root, gen), cfg, max_bytes or warc.ROLLOVER_BYTES
+        gen, out_dir or default_out_dir(root, gen, cfg), cfg, max_bytes or warc.ROLLOVER_BYTES
     )
     folder = filestore.folder_at(task.out_dir, cfg)  # an unsupported scheme fails here
     pages = tables.read(spark, root, "pages")

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from crawllib.config import Config
+from crawllib.core.roots import normalize_root
 from crawllib.store.lease import LocalStore, S3Store, s3_client
 
 S3_SCHEMES = ("s3a", "s3", "s3n")
@@ -174,3 +175,20 @@ def folder_at(location: str, cfg: Config) -> Folder:
         f"{location}: files go to a local folder, a file: URI or an S3 URI "
         f"({', '.join(s + '://' for s in S3_SCHEMES)})"
     )
+
+
+def archive_root(root: str, cfg: Config) -> str:
+    """The folder the crawl at ``root`` archives its WARC files under: ``warc.archive_root``,
+    or ``ROOT/warc`` when that is empty (local path or URI, no trailing slash)."""
+    given = cfg.warc.archive_root
+    return given.rstrip("/") or given or f"{normalize_root(root)}/warc"
+
+
+def archive_prefix(root: str, cfg: Config) -> str:
+    """How the location of a file under the archive root begins, as the export writes it
+    (``Folder.location``: an absolute path, or the URI as given), ending in ``/``."""
+    where = archive_root(root, cfg)
+    try:
+        return folder_at(where, cfg).location("")
+    except ValueError:  # a scheme the export cannot write to: no file of it can be there
+        return f"{where}/"

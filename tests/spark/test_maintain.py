@@ -6,8 +6,10 @@ the retention check, the integrity check and `--every`."""
 from __future__ import annotations
 
 import contextlib
+import csv
 import dataclasses
 import datetime as dt
+import io
 import json
 import os
 import shutil
@@ -246,6 +248,20 @@ def test_every_k_maintains_after_a_multiple_of_k_and_prints_json(spark, cfg, roo
     assert frontier_files(spark, root) == COMPACTED
     # the generations table (one file per record) was compacted too
     assert next(r for r in report if r["table"] == "generations")["files_after"] == 1
+
+
+def test_maintain_prints_csv_as_the_other_commands(spark, cfg, root, capsys):
+    record_done(spark, root, cfg, 0, 1, 2, 3)
+    capsys.readouterr()
+    assert cli.main(["maintain", root, "--every", "2", "--format", "csv"]) == 0
+    assert list(csv.reader(io.StringIO(capsys.readouterr().out))) == [
+        ["skipped", "every"],
+        ["the latest finished generation, 3, is not a multiple of 2", "2"],
+    ]
+    assert cli.main(["maintain", root, "--dry-run", "--format", "csv"]) == 0
+    header, *planned = csv.reader(io.StringIO(capsys.readouterr().out))
+    assert tuple(header) == maintain.PLAN_COLUMNS
+    assert [r[0] for r in planned] == list(tables.TABLES)
 
 
 def test_a_second_writer_or_a_table_behind_its_record_stops_maintain(

@@ -363,7 +363,11 @@ def test_the_capture_index_answers_common_crawls_example_queries(spark, spark_cf
     assert (page["fetch_status"], page["content_mime_type"]) == (200, "text/html")
     assert page["url_surtkey"].startswith(",".join(reversed(host.split("."))) + ")/")
     pages = same_answers(capsys, root, "SELECT count(*) AS n FROM pages")[0]["n"]
-    assert sum(r["subset"] == "warc" for r in columns) == pages
+    answered = "SELECT count(*) AS n FROM fetches WHERE http_status BETWEEN 200 AND 299"
+    assert (
+        sum(r["subset"] == "warc" for r in columns) == same_answers(capsys, root, answered)[0]["n"]
+    )
+    assert all(r["fetch_status"] // 100 != 2 for r in columns if r["subset"] != "warc")
 
     with lease.hold(root, "pytest", spark_cfg):
         export.export_warc(spark, root, spark_cfg, 0, None, None)
@@ -375,7 +379,12 @@ def test_the_capture_index_answers_common_crawls_example_queries(spark, spark_cf
     exported = [r for r in records if r["warc_filename"] is not None]  # generation 0's
     assert exported and len(records) > len(exported)  # generations 1 and 2 not exported
     first = exported[0]
-    with open(first["warc_filename"].removeprefix("file:"), "rb") as warc:
+    assert first["warc_filename"].startswith("gen=0/crawl-gen0-")  # relative to ROOT/warc
+    location = same_answers(
+        capsys, root, f"SELECT warc_location FROM ccindex WHERE url = '{first['url']}' AND gen = 0"
+    )[0]["warc_location"]
+    assert location == f"{root}/warc/{first['warc_filename']}"
+    with open(location, "rb") as warc:
         warc.seek(first["warc_record_offset"])
         record = next(iter(ArchiveIterator(warc)))
     assert record.rec_headers.get_header("WARC-Target-URI") == first["url"]

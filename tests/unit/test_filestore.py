@@ -50,3 +50,22 @@ def test_put_list_delete(where, tmp_path, request):
     folder.delete("a.warc.gz")
     folder.delete("never-there")
     assert folder.sizes() == {"b.warc.gz": 2}
+
+
+def test_the_archive_root_is_root_warc_unless_the_setting_names_one(tmp_path, monkeypatch):
+    """export-warc writes under it (gen=N/); ccindex's warc_filename is relative to it."""
+    from crawllib.stages.export import default_out_dir
+
+    root = str(tmp_path / "crawl")
+    default = load_config()
+    assert filestore.archive_root(root, default) == f"{root}/warc"
+    assert default_out_dir(root, 4, default) == f"{root}/warc/gen=4"
+    assert filestore.archive_prefix(root, default) == f"{root}/warc/"
+    on_s3 = load_config(overrides=["warc.archive_root=s3a://bucket/warc/"])
+    assert default_out_dir(root, 0, on_s3) == "s3a://bucket/warc/gen=0"
+    assert filestore.archive_prefix(root, on_s3) == "s3a://bucket/warc/"
+    uri = load_config(overrides=[f"warc.archive_root=file:{tmp_path}/a"])
+    assert filestore.archive_prefix(root, uri) == f"{tmp_path}/a/"  # as LocalFolder writes
+    monkeypatch.chdir(tmp_path)
+    relative = load_config(overrides=["warc.archive_root=archive"])
+    assert filestore.archive_prefix("crawl", relative) == f"{tmp_path}/archive/"
