@@ -825,13 +825,12 @@ def coerce(key: str, value: Any, from_text: bool = False) -> Any:
         raise _refused(key, value, _allowed(setting_))
     if kind == "float" and not math.isfinite(value):
         raise _refused(key, value, "a finite number")
+    problem = setting_.check(value) if setting_.check is not None else None
+    if problem:  # the setting's own range first: it is the narrower one to state
+        raise _refused(key, value, problem)
     if kind == "int" and not -MAX_INT <= value <= MAX_INT:
         # what the tables and Spark hold: an int setting goes into queries as a bigint
         raise _refused(key, value, f"an integer from {-MAX_INT} to {MAX_INT}")
-    if setting_.check is not None:
-        problem = setting_.check(value)
-        if problem:
-            raise _refused(key, value, problem)
     return _freeze(value)
 
 

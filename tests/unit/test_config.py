@@ -93,7 +93,10 @@ def test_resolve_table_from_set_and_file(tmp_path):
         ("maintain.vacuum_hours=-168", ["maintain.vacuum_hours", "-168", "> 0"]),
         ("maintain.vacuum_hours=a week", ["maintain.vacuum_hours", "'a week'", "a number"]),
         # integers the tables and queries cannot hold
-        ("crawl.max_depth=99999999999999999999", ["crawl.max_depth", "an integer from"]),
+        (
+            "crawl.max_depth=99999999999999999999",
+            ["crawl.max_depth", "an integer from 0 to 2147483646"],
+        ),
         ("crawl.max_depth=2147483647", ["crawl.max_depth", "from 0 to 2147483646"]),
         ("fetch.max_bytes_in_flight=9223372036854775807", ["fetch.max_bytes_in_flight", "from"]),
     ],
