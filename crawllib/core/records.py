@@ -111,6 +111,7 @@ class Extracted(TypedDict):
     text_chars: int | None
     content_hash: str | None
     simhash: int | None
+    quality: Quality | None
     error: str | None
     directives: list[str]
     tdm_reserved: bool
