@@ -15,6 +15,8 @@ import pathlib
 from collections.abc import Callable
 from typing import Any
 
+import duckdb
+import pyarrow as pa
 import pytest
 from datatrove.data import Document
 from datatrove.pipeline.filters import (
@@ -30,6 +32,9 @@ from crawllib.content import quality
 from crawllib.content.quality import quality_signals
 from crawllib.content.words import split_words
 from crawllib.core.records import Quality
+from crawllib.sql.views import VIEWS
+from crawllib.store.arrow import arrow_schema
+from crawllib.store.schemas import QUALITY, S, struct_of
 
 DOCS = json.loads((pathlib.Path(__file__).parent / "quality_docs.json").read_text("utf-8"))
 NAMES = [d["name"] for d in DOCS]
@@ -307,7 +312,12 @@ def passes_gopher_repetition(q: Quality) -> bool:
         "gopher_top_2gram_char_frac": 0.2,
         "gopher_top_3gram_char_frac": 0.18,
         "gopher_top_4gram_char_frac": 0.16,
-        **{f"gopher_dup_{n}gram_char_frac": 0.15 - 0.01 * (n - 5) for n in range(5, 11)},
+        "gopher_dup_5gram_char_frac": 0.15,
+        "gopher_dup_6gram_char_frac": 0.14,
+        "gopher_dup_7gram_char_frac": 0.13,
+        "gopher_dup_8gram_char_frac": 0.12,
+        "gopher_dup_9gram_char_frac": 0.11,
+        "gopher_dup_10gram_char_frac": 0.10,
     }
     return all(q[k] <= v for k, v in limits.items())  # type: ignore[literal-required]
 
@@ -337,6 +347,7 @@ def passes_fineweb(q: Quality) -> bool:
 
 def test_the_decisions_at_default_thresholds_are_datatroves() -> None:
     passed = {"gopher_quality": 0, "gopher_repetition": 0, "c4": 0, "fineweb": 0}
+    fineweb_names: set[str] = set()
     for doc in DOCS:
         text, q = signals(doc["name"])
         gq = outcome(GopherQualityFilter(), text) == "pass"
@@ -360,12 +371,26 @@ def test_the_decisions_at_default_thresholds_are_datatroves() -> None:
             and passes_fineweb(q)
         )
         assert fineweb == ours, doc["name"]
+        if fineweb:
+            fineweb_names.add(doc["name"])
         passed["gopher_quality"] += gq
         passed["gopher_repetition"] += gr
         passed["c4"] += c4
         passed["fineweb"] += fineweb
     # the sample has documents on both sides of every filter
     assert all(0 < n < len(DOCS) for n in passed.values()), passed
+    # the view fineweb_passing keeps the texts rows of those documents, and no other
+    rows = [{"url": d["name"], "quality": quality_signals(d["text"])} for d in DOCS]
+    rows.append({"url": "no text", "quality": None})
+    con = duckdb.connect()
+    con.register("texts", pa.Table.from_pylist(rows, schema=texts_schema()))
+    kept = {r[0] for r in con.sql(f"SELECT url FROM ({VIEWS['fineweb_passing']})").fetchall()}
+    assert kept == fineweb_names
+
+
+def texts_schema() -> pa.Schema:
+    """A texts table's url and quality columns, as Arrow types."""
+    return arrow_schema(struct_of(("url", S), ("quality", QUALITY)))
 
 
 def test_no_text_has_no_signals() -> None:
