@@ -25,13 +25,12 @@ English documents so): the stop words are English words, whatever the text's lan
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 import unicodedata
-from collections import Counter
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from crawllib.content.ngrams import Words, duplicate_ngram_chars, top_ngram_chars
 from crawllib.content.words import split_words
 from crawllib.core.records import Quality
 
@@ -160,43 +159,6 @@ def _duplicates(items: Sequence[str]) -> tuple[int, int]:
     return count, chars
 
 
-def _grams(joined: str, starts: Sequence[int], ends: Sequence[int], n: int) -> list[str]:
-    """The n-grams of the words ``joined`` holds (word i is ``joined[starts[i]:ends[i]]``)."""
-    return list(map(joined.__getitem__, map(slice, starts, ends[n - 1 :])))
-
-
-def _top_ngram_chars(grams: list[str]) -> int:
-    """Characters of the most frequent n-gram (words joined by spaces) times its count;
-    ties go to the n-gram seen first."""
-    if not grams:
-        return 0
-    ((gram, count),) = Counter(grams).most_common(1)
-    return len(gram) * count
-
-
-def _duplicate_ngram_chars(grams: list[str], n: int) -> int:
-    """Characters of the n-grams (words joined without a space) that repeat an earlier one,
-    scanning on past a repeat by n words."""
-    counts = Counter(grams)
-    if len(counts) == len(grams):  # no n-gram repeats: the common case, at C speed
-        return 0
-    repeated = {gram for gram, count in counts.items() if count > 1}
-    # Between repeated n-grams the scan moves one word at a time past n-grams seen once.
-    seen: set[str] = set()
-    chars = at = 0
-    for i in [i for i, gram in enumerate(grams) if gram in repeated]:
-        if i < at:
-            continue
-        gram = grams[i]
-        if gram in seen:
-            chars += len(gram)
-            at = i + n
-        else:
-            seen.add(gram)
-            at = i + 1
-    return chars
-
-
 def _gopher_repetition(text: str, words: Sequence[str]) -> dict[str, object]:
     size = len(text)
     paragraphs = _PARAGRAPHS.split(text.strip())
@@ -209,20 +171,11 @@ def _gopher_repetition(text: str, words: Sequence[str]) -> dict[str, object]:
         "gopher_dup_line_frac": line_dups / len(lines),
         "gopher_dup_line_char_frac": line_chars / size,
     }
-    # top n-grams: words joined by spaces; duplicated ones: words joined without
-    ends = list(itertools.accumulate(len(w) + 1 for w in words))
-    starts = [0, *ends]
-    ends = [end - 1 for end in ends]
-    spaced = " ".join(words)
+    counted = Words(words)
     for n in TOP_NGRAMS:
-        grams = _grams(spaced, starts, ends, n)
-        out[f"gopher_top_{n}gram_char_frac"] = _top_ngram_chars(grams) / size
-    ends = list(itertools.accumulate(map(len, words)))
-    starts = [0, *ends]
-    joined = "".join(words)
+        out[f"gopher_top_{n}gram_char_frac"] = top_ngram_chars(counted, n) / size
     for n in DUPLICATE_NGRAMS:
-        grams = _grams(joined, starts, ends, n)
-        out[f"gopher_dup_{n}gram_char_frac"] = _duplicate_ngram_chars(grams, n) / size
+        out[f"gopher_dup_{n}gram_char_frac"] = duplicate_ngram_chars(counted, n) / size
     return out
 
 

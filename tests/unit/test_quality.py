@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -25,10 +26,15 @@ from datatrove.pipeline.filters import (
     GopherQualityFilter,
     GopherRepetitionFilter,
 )
+from datatrove.pipeline.filters.gopher_repetition_filter import (
+    find_all_duplicate,
+    find_top_duplicate,
+    get_n_grams,
+)
 from datatrove.utils.text import PUNCTUATION_SET, TERMINAL_PUNCTUATION, split_into_words
 from spacy.pipeline import Sentencizer
 
-from crawllib.content import quality
+from crawllib.content import ngrams, quality
 from crawllib.content.quality import quality_signals
 from crawllib.content.words import split_words
 from crawllib.core.records import Quality
@@ -401,3 +407,19 @@ def test_no_text_has_no_signals() -> None:
     assert only_symbols["gopher_words"] == 0
     assert only_symbols["gopher_mean_word_length"] is None
     assert only_symbols["fineweb_line_punct_ratio"] is None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_ngram_repetition_is_datatroves_on_repetitive_word_sequences(seed: int) -> None:
+    """Sequences of a few short words, some spelling others' concatenations ("ab" "c" and
+    "a" "bc"): many repeats, ties and n-grams equal only once joined without spaces."""
+    rng = random.Random(seed)
+    vocabulary = ["a", "b", "ab", "c", "bc", "abc", "the", "of"]
+    words = [rng.choice(vocabulary) for _ in range(rng.randrange(0, 120))]
+    counted = ngrams.Words(words)
+    for n in quality.TOP_NGRAMS:
+        grams = get_n_grams(words, n)
+        expected = find_top_duplicate(grams) if grams else 0
+        assert ngrams.top_ngram_chars(counted, n) == expected, n
+    for n in quality.DUPLICATE_NGRAMS:
+        assert ngrams.duplicate_ngram_chars(counted, n) == find_all_duplicate(words, n), n
