@@ -72,14 +72,24 @@ def _prefix_hashes(text: str, modulus: int, base: int) -> tuple[np.ndarray, np.n
     return prefix % modulus, inverse
 
 
+# (base, modulus) -> its powers computed so far: every text reuses them
+_POWERS: dict[tuple[int, int], np.ndarray] = {}
+
+
 def _powers(base: int, count: int, modulus: int) -> np.ndarray:
-    """base**k modulo ``modulus``, k = 0 .. count-1 (by doubling: a few NumPy steps)."""
-    out = np.ones(max(count, 1), dtype=np.int64)
+    """base**k modulo ``modulus``, k = 0 .. count-1 (by doubling: a few NumPy steps, once for
+    the longest text so far)."""
+    known = _POWERS.get((base, modulus))
+    if known is not None and len(known) >= count:
+        return known[:count]
+    size = max(count, 2 * len(known) if known is not None else 4096)
+    out = np.ones(size, dtype=np.int64)
     filled, step = 1, base % modulus
-    while filled < count:
-        upto = min(2 * filled, count)
+    while filled < size:
+        upto = min(2 * filled, size)
         out[filled:upto] = out[: upto - filled] * step % modulus
         filled, step = upto, step * step % modulus
+    _POWERS[(base, modulus)] = out
     return out[:count]
 
 
@@ -96,11 +106,12 @@ def top_ngram_chars(words: Words, n: int) -> int:
     keys = words.ids[:count].copy()
     for k in range(1, n):
         keys = keys * len(words) + words.ids[k : k + count]
-    _, first, counts = np.unique(keys, return_index=True, return_counts=True)
-    best = counts.max()
-    at = int(first[counts == best].min())
-    chars = int(words.ends[at + n - 1] - words.starts[at]) + n - 1
-    return chars * int(best)
+    listed = keys.tolist()
+    # Counter keeps first-seen order, and most_common the first of equal counts (datatrove's
+    # own tie rule)
+    ((key, times),) = Counter(listed).most_common(1)
+    at = listed.index(key)
+    return (int(words.ends[at + n - 1] - words.starts[at]) + n - 1) * times
 
 
 def duplicate_ngram_chars(words: Words, n: int) -> int:
@@ -109,9 +120,9 @@ def duplicate_ngram_chars(words: Words, n: int) -> int:
     if len(words) < n:
         return 0
     keys = words.substring_keys(n)
-    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
-    if len(counts) == len(keys):  # no n-gram repeats: the common case
+    if len(set(keys.tolist())) == len(keys):  # no n-gram repeats: the common case
         return 0
+    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
     # Only an n-gram whose key repeats can repeat; between them the scan moves one word at a
     # time past n-grams seen once.
     seen: set[str] = set()

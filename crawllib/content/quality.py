@@ -89,11 +89,18 @@ def quality_signals(text: str | None) -> Quality | None:
     """The quality signals of a main text (a texts row's ``text``); None for no text or ""."""
     if not text:
         return None
-    words = split_words(text)
+    # A text's words are its lines' words, one after the other (lines end at whitespace,
+    # where words split); C4 reads a line's words again, stripped (which changes no word).
+    line_words: dict[str, list[str]] = {}
+    words: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped not in line_words:
+            line_words[stripped] = split_words(stripped)
+        words += line_words[stripped]
     out: dict[str, object] = {}
     out.update(_gopher_quality(text, words))
     out.update(_gopher_repetition(text, words))
-    line_words: dict[str, list[str]] = {}
     c4 = _c4(text, line_words, terminal_punctuation=True)
     fineweb_c4 = _c4(text, line_words, terminal_punctuation=False)
     out.update(
@@ -201,7 +208,8 @@ def _c4(text: str, line_words: dict[str, list[str]], *, terminal_punctuation: bo
     for raw in lines:
         line = raw.strip()
         words = line.split()
-        if any(len(w) > C4_MAX_WORD_LENGTH for w in words):
+        # a word past the limit needs a line past it
+        if len(line) > C4_MAX_WORD_LENGTH and max(map(len, words)) > C4_MAX_WORD_LENGTH:
             continue
         line = C4_CITATION.sub("", line)
         ends = line.endswith(C4_END_PUNCTUATION) and not line.endswith("...")
@@ -263,20 +271,21 @@ SENTENCE_ENDS = frozenset(
 def count_sentences(words: Sequence[str]) -> int:
     """Sentences of a line's words as spaCy's sentencizer splits them: a sentence ends after
     a word that is a sentence end, at the next word that is not punctuation."""
-    count = 1
-    seen_end = False
-    for word in words:
-        if seen_end and word not in SENTENCE_ENDS and not _is_punct(word):
-            count += 1
-            seen_end = False
-        elif word in SENTENCE_ENDS:
-            seen_end = True
-    return count
+    if SENTENCE_ENDS.isdisjoint(words):
+        return 1
+    # "2": a sentence end, "1": other punctuation, "0": a word; a new sentence starts at each
+    # "0" after a "2" (punctuation between them or not)
+    return 1 + len(_NEW_SENTENCE.findall("".join(map(_word_class, words))))
+
+
+_NEW_SENTENCE = re.compile("2[12]*0")
 
 
 @functools.lru_cache(maxsize=65536)
-def _is_punct(word: str) -> bool:
-    return all(unicodedata.category(c).startswith("P") for c in word)
+def _word_class(word: str) -> str:
+    if word in SENTENCE_ENDS:
+        return "2"
+    return "1" if all(unicodedata.category(c).startswith("P") for c in word) else "0"
 
 
 def _fineweb(text: str, words: int) -> dict[str, object]:

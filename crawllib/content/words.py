@@ -19,6 +19,7 @@ count by a word. tests/unit/test_quality.py compares the words with datatrove's 
 from __future__ import annotations
 
 import functools
+import itertools
 import unicodedata
 
 import regex
@@ -250,7 +251,4 @@ def _merge_exceptions(tokens: tuple[str, ...]) -> tuple[str, ...]:
 
 def split_words(text: str) -> list[str]:
     """The words of ``text`` (punctuation tokens included, whitespace not), in order."""
-    out: list[str] = []
-    for chunk in text.split():
-        out.extend(_split_chunk(chunk))
-    return out
+    return list(itertools.chain.from_iterable(map(_split_chunk, text.split())))
