@@ -41,6 +41,7 @@ _UNITS = frozenset(
     "Кб КБ кб Мб МБ мб Гб ГБ гб Тб ТБ тб".split()
 )
 _ASCII_DIGITS = frozenset("0123456789")
+_LONGEST_UNIT = max(map(len, _UNITS))
 _PERIOD_AFTER = frozenset("%²-+" + _PUNCT + _QUOTES + "(?:")
 
 _INFIX = regex.compile(
@@ -128,17 +129,23 @@ def _exceptions() -> dict[str, tuple[str, ...]]:
 
 
 _EXCEPTIONS = _exceptions()
+_LONGEST_EXCEPTION = max(map(len, _EXCEPTIONS))
 
 
-def _prefix_length(chunk: str) -> int:
-    if chunk.startswith(".."):
-        return len(chunk) - len(chunk.lstrip("."))
-    if chunk.startswith(_PREFIX_WORDS):
-        return next(len(w) for w in _PREFIX_WORDS if chunk.startswith(w))
-    first = chunk[0]
+def _prefix_length(s: str, a: int, b: int) -> int:
+    """The prefix rule matching the start of ``s[a:b]`` (not empty): its length, or 0."""
+    if s.startswith("..", a, b):
+        end = a
+        while end < b and s[end] == ".":
+            end += 1
+        return end - a
+    for word in _PREFIX_WORDS:
+        if s.startswith(word, a, b):
+            return len(word)
+    first = s[a]
     if first in _PREFIX_CHARS or unicodedata.category(first) == "So":
         return 1
-    if first == "+" and chunk[1:2] not in _ASCII_DIGITS:
+    if first == "+" and (a + 1 >= b or s[a + 1] not in _ASCII_DIGITS):
         return 1
     return 0
 
@@ -151,64 +158,77 @@ def _is_upper(char: str) -> bool:
     return char.isupper() or (char.isalpha() and not char.islower())
 
 
-def _suffix_length(chunk: str) -> int:
-    """The longest suffix rule matching the end of ``chunk`` (spaCy takes the leftmost)."""
+def _suffix_length(s: str, a: int, b: int) -> int:
+    """The longest suffix rule matching the end of ``s[a:b]`` (not empty): spaCy takes the
+    leftmost match, and every rule ends at the end. Looks at a few characters only (but for a
+    run of dots, which the caller then takes off)."""
     best = 0
-    if chunk.endswith(".."):
-        best = len(chunk) - len(chunk.rstrip("."))
-    last = chunk[-1]
+    if s.endswith("..", a, b):
+        start = b
+        while start > a and s[start - 1] == ".":
+            start -= 1
+        best = b - start
+    last = s[b - 1]
+    before = s[b - 2] if b - 2 >= a else ""
     if last in _SUFFIX_CHARS or unicodedata.category(last) == "So":
-        best = max(best, 2 if chunk.endswith("……") else 1)
-    if chunk.endswith(_SUFFIX_WORDS):
+        best = max(best, 2 if s.endswith("……", a, b) else 1)
+    if any(s.endswith(word, a, b) for word in _SUFFIX_WORDS):
         best = max(best, 2)
-    if last == "+" and chunk[-2:-1] in _ASCII_DIGITS:
+    if last == "+" and before in _ASCII_DIGITS and before:
         best = max(best, 1)
     if last == ".":
-        before = chunk[-2:-1]
         if before and (before in _ASCII_DIGITS or _is_lower(before) or before in _PERIOD_AFTER):
             best = max(best, 1)
-        elif len(chunk) >= 3 and _is_upper(chunk[-2]) and _is_upper(chunk[-3]):
+        elif b - 3 >= a and _is_upper(s[b - 2]) and _is_upper(s[b - 3]):
             best = max(best, 1)
-        elif chunk[-3:-1] in ("°F", "°f", "°C", "°c", "°K", "°k"):
+        elif b - 3 >= a and s[b - 3 : b - 1] in ("°F", "°f", "°C", "°c", "°K", "°k"):
             best = max(best, 1)
-    digit = len(chunk) - 1
-    while digit >= 0 and chunk[digit] not in _ASCII_DIGITS:
+    # a unit right after the last digit (units are short: only the last few characters)
+    digit = b - 1
+    while digit >= max(a, b - _LONGEST_UNIT - 1) and s[digit] not in _ASCII_DIGITS:
         digit -= 1
-    if 0 <= digit < len(chunk) - 1 and chunk[digit + 1 :] in _UNITS:
-        best = max(best, len(chunk) - digit - 1)
-    if last in _CURRENCY and chunk[-2:-1] in _ASCII_DIGITS:
+    if digit >= a and s[digit] in _ASCII_DIGITS and s[digit + 1 : b] in _UNITS:
+        best = max(best, b - digit - 1)
+    if last in _CURRENCY and before and before in _ASCII_DIGITS:
         best = max(best, 1)
     return best
 
 
+def _exception(s: str, a: int, b: int) -> tuple[str, ...] | None:
+    return _EXCEPTIONS.get(s[a:b]) if b - a <= _LONGEST_EXCEPTION else None
+
+
 @functools.lru_cache(maxsize=65536)
 def _split_chunk(chunk: str) -> tuple[str, ...]:
+    """A whitespace-free chunk's words. The chunk is read between two bounds that move
+    inwards: the work is linear in its length, whatever it holds."""
     prefixes: list[str] = []
     suffixes: list[str] = []
-    core = chunk
+    a, b = 0, len(chunk)
     last = -1
-    while core and len(core) != last and core not in _EXCEPTIONS:
-        last = len(core)
-        pre = _prefix_length(core)
-        if pre and core[pre:] in _EXCEPTIONS:
-            prefixes.append(core[:pre])
-            core = core[pre:]
+    while a < b and b - a != last and _exception(chunk, a, b) is None:
+        last = b - a
+        pre = _prefix_length(chunk, a, b)
+        if pre and a + pre < b and _exception(chunk, a + pre, b) is not None:
+            prefixes.append(chunk[a : a + pre])
+            a += pre
             break
-        suf = _suffix_length(core[pre:]) if core[pre:] else 0
-        if suf and core[:-suf] in _EXCEPTIONS:
-            suffixes.append(core[-suf:])
-            core = core[:-suf]
+        suf = _suffix_length(chunk, a + pre, b) if a + pre < b else 0
+        if suf and _exception(chunk, a, b - suf) is not None:
+            suffixes.append(chunk[b - suf : b])
+            b -= suf
             break
-        if pre and suf and pre + suf <= len(core):
-            prefixes.append(core[:pre])
-            suffixes.append(core[-suf:])
-            core = core[pre:-suf]
+        if pre and suf and pre + suf <= b - a:
+            prefixes.append(chunk[a : a + pre])
+            suffixes.append(chunk[b - suf : b])
+            a, b = a + pre, b - suf
         elif pre:
-            prefixes.append(core[:pre])
-            core = core[pre:]
+            prefixes.append(chunk[a : a + pre])
+            a += pre
         elif suf:
-            suffixes.append(core[-suf:])
-            core = core[:-suf]
+            suffixes.append(chunk[b - suf : b])
+            b -= suf
+    core = chunk[a:b]
     middle: list[str] = []
     if core in _EXCEPTIONS:
         middle = list(_EXCEPTIONS[core])

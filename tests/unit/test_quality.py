@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import pathlib
 import random
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -34,7 +35,7 @@ from datatrove.pipeline.filters.gopher_repetition_filter import (
 from datatrove.utils.text import PUNCTUATION_SET, TERMINAL_PUNCTUATION, split_into_words
 from spacy.pipeline import Sentencizer
 
-from crawllib.content import ngrams, quality
+from crawllib.content import ngrams, quality, words
 from crawllib.content.quality import quality_signals
 from crawllib.content.words import split_words
 from crawllib.core.records import Quality
@@ -423,3 +424,23 @@ def test_ngram_repetition_is_datatroves_on_repetitive_word_sequences(seed: int) 
         assert ngrams.top_ngram_chars(counted, n) == expected, n
     for n in quality.DUPLICATE_NGRAMS:
         assert ngrams.duplicate_ngram_chars(counted, n) == find_all_duplicate(words, n), n
+
+
+@pytest.mark.parametrize("unit", ['"', "(", ")", "..", "a-", "1a)"])
+def test_one_long_chunk_costs_time_linear_in_its_length(unit: str) -> None:
+    """A chunk without whitespace is peeled a prefix or suffix at a time: between two bounds,
+    never by copying what is left (a 5.6 KB run of quotes took 0.39 s that way)."""
+
+    def cpu(size: int) -> float:
+        chunk = (unit * (size // len(unit) + 1))[:size]
+        best = float("inf")
+        for _ in range(3):
+            words._split_chunk.cache_clear()
+            started = time.process_time()
+            split_words(chunk)
+            best = min(best, time.process_time() - started)
+        return best
+
+    small, large = cpu(10_000), cpu(80_000)
+    # linear: about 8 times; quadratic: about 64
+    assert large <= 20 * max(small, 1e-3), (small, large)
