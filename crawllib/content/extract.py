@@ -19,6 +19,9 @@ Choices:
   computes what is not kept. ``language_detected`` is the language of the extracted text
   itself (`crawllib.content.language.detect_language`): what the page says it is written in and
   what it is written in differ often enough that analysts want both.
+- ``quality`` holds the text's quality signals (`crawllib.content.quality`: datatrove's
+  Gopher, C4 and FineWeb rules), computed here while the text is in memory; None for a page
+  without text (none found, noindex, failed).
 - An unclosed <title> is closed before the next tag: parsers (browsers too) would otherwise
   read the whole page as the title and find neither text nor links.
 - No regular expression with unbounded repetition meets a body where it could backtrack over
@@ -60,6 +63,7 @@ from crawllib.config import Config
 from crawllib.content.directives import base_url, headers_tdm_reserved, page_directives, rel_tokens
 from crawllib.content.hashing import content_hash, simhash64
 from crawllib.content.language import detect_language
+from crawllib.content.quality import quality_signals
 from crawllib.core.records import Extracted, Link
 from crawllib.core.urls import InvalidURL, host_of, normalize_url, url_key
 
@@ -112,7 +116,8 @@ def extract_page(
     (lowercase keys, as the pages table holds them; None: none).
     Out: dict with title, text, language (primary subtag, lowercase: "en"),
     language_detected (of the text, `crawllib.content.language.detect_language`), text_chars,
-    content_hash (hex SHA-256 of text), simhash (signed 64-bit), error (None or
+    content_hash (hex SHA-256 of text), simhash (signed 64-bit), quality (its
+    `crawllib.content.quality.quality_signals`), error (None or
     "ExceptionType: message"), directives (robots directives for us, sorted), tdm_reserved,
     canonical_url (normalised or None) and links: list of (normalised dst URL, anchor text).
     A failed page has directives [] and canonical_url None; its tdm_reserved is what the
@@ -140,6 +145,7 @@ def failed_page(
         "text_chars": None,
         "content_hash": None,
         "simhash": None,
+        "quality": None,
         "error": error[:1000],
         "directives": [],
         "tdm_reserved": reserved,
@@ -183,6 +189,7 @@ def record_of(page: Mapping[str, Any]) -> Extracted:
         "text_chars": page["text_chars"],
         "content_hash": page["content_hash"],
         "simhash": page["simhash"],
+        "quality": page["quality"],
         "error": page["error"],
         "directives": page["directives"],
         "tdm_reserved": page["tdm_reserved"],
@@ -241,6 +248,7 @@ def _extract(
         "text_chars": 0 if noindex else len(text),
         "content_hash": content_hash(text) if text else None,
         "simhash": simhash64(text) if text else None,
+        "quality": None if noindex else quality_signals(text),
         "error": None,
         **asks,
         "links": links,

@@ -57,6 +57,48 @@ class Directives(TypedDict):
     canonical_url: str | None
 
 
+class Quality(TypedDict):
+    """A main text's quality signals (`crawllib.content.quality.quality_signals`): what
+    datatrove's Gopher, C4 and FineWeb filters compute of it, named after the rule. A ratio
+    over nothing (no words, no lines) is None."""
+
+    gopher_words: int
+    gopher_mean_word_length: float | None
+    gopher_hash_ratio: float | None
+    gopher_ellipsis_ratio: float | None
+    gopher_bullet_lines: float | None
+    gopher_ellipsis_lines: float | None
+    gopher_alpha_words: float | None
+    gopher_stop_words: int
+    gopher_dup_para_frac: float
+    gopher_dup_para_char_frac: float
+    gopher_dup_line_frac: float
+    gopher_dup_line_char_frac: float
+    gopher_top_2gram_char_frac: float
+    gopher_top_3gram_char_frac: float
+    gopher_top_4gram_char_frac: float
+    gopher_dup_5gram_char_frac: float
+    gopher_dup_6gram_char_frac: float
+    gopher_dup_7gram_char_frac: float
+    gopher_dup_8gram_char_frac: float
+    gopher_dup_9gram_char_frac: float
+    gopher_dup_10gram_char_frac: float
+    c4_lines: int
+    c4_terminal_punctuation_lines: int
+    c4_javascript_lines: int
+    c4_policy_lines: int
+    c4_lorem_ipsum: bool
+    c4_curly_bracket: bool
+    c4_sentences: int
+    fineweb_c4_lorem_ipsum: bool
+    fineweb_c4_curly_bracket: bool
+    fineweb_c4_sentences: int
+    fineweb_line_punct_ratio: float | None
+    fineweb_short_line_ratio: float | None
+    fineweb_char_dup_ratio: float | None
+    fineweb_list_ratio: float | None
+
+
 class Extracted(TypedDict):
     """A page's extraction (`crawllib.content.extract.extract_record`): the columns of its texts row,
     its `Directives` and its outbound links. ``content_hash`` and ``simhash`` fingerprint the
@@ -69,6 +111,7 @@ class Extracted(TypedDict):
     text_chars: int | None
     content_hash: str | None
     simhash: int | None
+    quality: Quality | None
     error: str | None
     directives: list[str]
     tdm_reserved: bool

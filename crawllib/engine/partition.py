@@ -40,6 +40,7 @@ from crawllib.store.schemas import (
     FETCHES,
     HOSTS,
     PAGES,
+    QUALITY,
     ROBOTS,
     SITEMAPS,
     TEXTS,
@@ -130,8 +131,10 @@ INPUT_COLUMNS = (*ENGINE_INPUT, "robots", "follow", "host_state")
 def extracted_struct(extracted: Extracted) -> tuple:
     """An extraction (crawllib.content.extract.extract_record) as a value of EXTRACTED."""
     links = [(k["dst_url"], k["dst_key"], k["dst_host"], k["anchor"]) for k in extracted["links"]]
-    text_fields = [n for n in EXTRACTED.names if n != "links"]
-    return (*(extracted[name] for name in text_fields), links)  # type: ignore[literal-required]
+    signals = extracted.get("quality")
+    quality = None if signals is None else tuple(signals[n] for n in QUALITY.names)  # type: ignore[literal-required]
+    values = {**extracted, "quality": quality, "links": links}
+    return tuple(values[name] for name in EXTRACTED.names)
 
 
 def result_row(record: Mapping[str, Any]) -> tuple:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from crawllib.config import Config
 from crawllib.core.errors import BadRoot
 from crawllib.core.vocab import LATER_TABLES, TABLE_NAMES
-from crawllib.sql.views import VIEW_NEEDS, VIEWS, view_sql
+from crawllib.sql.views import VIEW_COLUMNS, VIEW_NEEDS, VIEWS, view_sql
 from crawllib.store import tables
 
 if TYPE_CHECKING:
@@ -148,8 +148,8 @@ def register(
     spark.catalog.setCurrentDatabase(database)
     try:
         for name in VIEWS:
-            if not all(tables.exists(spark, root, t) for t in VIEW_NEEDS.get(name, ())):
-                continue  # an older crawl root: it has no table the view reads yet
+            if not _view_readable(spark, root, name):
+                continue  # an older crawl root: it has no table or column the view reads yet
             query = view_sql(name, root, cfg)
             qualified = f"{database}.{name}"
             existed = spark.catalog.tableExists(qualified)
@@ -172,5 +172,16 @@ def register_views(spark: SparkSession, root: str, cfg: Config) -> None:
         if name not in LATER_TABLES or tables.exists(spark, root, name):
             tables.read(spark, root, name).createOrReplaceTempView(name)
     for name in VIEWS:
-        if all(tables.exists(spark, root, table) for table in VIEW_NEEDS.get(name, ())):
+        if _view_readable(spark, root, name):
             spark.sql(view_sql(name, root, cfg)).createOrReplaceTempView(name)
+
+
+def _view_readable(spark: SparkSession, root: str, name: str) -> bool:
+    """Whether the root has every table and column view ``name`` reads (an older crawl root
+    may lack some: VIEW_NEEDS, VIEW_COLUMNS)."""
+    if not all(tables.exists(spark, root, table) for table in VIEW_NEEDS.get(name, ())):
+        return False
+    if name in VIEW_COLUMNS:
+        table, column = VIEW_COLUMNS[name]
+        return column in tables.read(spark, root, table).columns
+    return True

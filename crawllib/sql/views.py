@@ -109,6 +109,47 @@ _CCINDEX = (
     "LEFT JOIN texts t ON t.gen = c.gen AND t.url_key = c.url_key "
     "LEFT JOIN warc_index w ON w.gen = c.gen AND w.url_key = c.url_key"
 )
+# The texts rows whose quality signals (crawllib.content.quality) pass the heuristic filters of
+# FineWeb's pipeline at datatrove's defaults: Gopher repetition, Gopher quality, C4 without its
+# terminal-punctuation rule, FineWeb quality (docs/tables.md has each threshold).
+FINEWEB_THRESHOLDS: tuple[tuple[str, str, float], ...] = (
+    ("gopher_dup_para_frac", "<=", 0.3),
+    ("gopher_dup_para_char_frac", "<=", 0.2),
+    ("gopher_dup_line_frac", "<=", 0.3),
+    ("gopher_dup_line_char_frac", "<=", 0.2),
+    ("gopher_top_2gram_char_frac", "<=", 0.2),
+    ("gopher_top_3gram_char_frac", "<=", 0.18),
+    ("gopher_top_4gram_char_frac", "<=", 0.16),
+    ("gopher_dup_5gram_char_frac", "<=", 0.15),
+    ("gopher_dup_6gram_char_frac", "<=", 0.14),
+    ("gopher_dup_7gram_char_frac", "<=", 0.13),
+    ("gopher_dup_8gram_char_frac", "<=", 0.12),
+    ("gopher_dup_9gram_char_frac", "<=", 0.11),
+    ("gopher_dup_10gram_char_frac", "<=", 0.10),
+    ("gopher_words", ">=", 50),
+    ("gopher_words", "<=", 100_000),
+    ("gopher_mean_word_length", ">=", 3),
+    ("gopher_mean_word_length", "<=", 10),
+    ("gopher_hash_ratio", "<=", 0.1),
+    ("gopher_ellipsis_ratio", "<=", 0.1),
+    ("gopher_bullet_lines", "<=", 0.9),
+    ("gopher_ellipsis_lines", "<=", 0.3),
+    ("gopher_alpha_words", ">=", 0.8),
+    ("gopher_stop_words", ">=", 2),
+    ("fineweb_c4_sentences", ">=", 5),
+    ("fineweb_line_punct_ratio", ">=", 0.12),
+    ("fineweb_short_line_ratio", "<=", 0.67),
+    ("fineweb_char_dup_ratio", "<=", 0.01),
+    ("fineweb_list_ratio", "<=", 0.3),
+)
+FINEWEB_PASSING = " AND ".join(
+    [
+        "quality IS NOT NULL",
+        *(f"quality.{name} {op} {limit!r}" for name, op, limit in FINEWEB_THRESHOLDS),
+        "NOT quality.fineweb_c4_lorem_ipsum",
+        "NOT quality.fineweb_c4_curly_bracket",
+    ]
+)
 VIEWS = {
     "latest_texts": _LATEST.format(table="texts"),
     "latest_pages": _LATEST.format(table="pages"),
@@ -123,9 +164,14 @@ VIEWS = {
     "freshness": freshness_query(),
     # one row per capture (a fetch that got an HTTP answer), in Common Crawl's column names
     "ccindex": _CCINDEX,
+    # the texts rows FineWeb's heuristic filters would keep
+    "fineweb_passing": f"SELECT * FROM texts WHERE {FINEWEB_PASSING}",
 }
 # Later tables a view reads: on a root without them (an older crawllib's) it is not defined.
 VIEW_NEEDS = {"ccindex": frozenset({"warc_index"})}
+# Later columns a view reads (view -> (table, column)): on a root whose table lacks the column
+# (an older crawllib's, until a crawl command that writes adds it) it is not defined.
+VIEW_COLUMNS = {"fineweb_passing": ("texts", "quality")}
 
 
 def view_sql(name: str, root: str, cfg: Config) -> str:

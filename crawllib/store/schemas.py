@@ -14,6 +14,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
+from crawllib.core.records import Quality, value_type
+from crawllib.core.records import fields as record_fields
+
 
 @dataclasses.dataclass(frozen=True)
 class Prim:
@@ -265,7 +268,19 @@ PAGE_DIRECTIVES: tuple[tuple[str, DataType], ...] = (
     ("tdm_reserved", B),
     ("canonical_url", S),
 )
-EXTRACTED = struct_of(*EXTRACTED_TEXT, ("error", S), *PAGE_DIRECTIVES, ("links", Array(LINK)))
+# A main text's quality signals (crawllib.core.records.Quality, from
+# crawllib.content.quality): datatrove's Gopher, C4 and FineWeb rules; docs/tables.md.
+_QUALITY_TYPES: dict[object, DataType] = {int: I, float: D, bool: B}
+QUALITY = struct_of(
+    *((name, _QUALITY_TYPES[value_type(t)]) for name, t in record_fields(Quality).items())
+)
+EXTRACTED = struct_of(
+    *EXTRACTED_TEXT,
+    ("quality", QUALITY),
+    ("error", S),
+    *PAGE_DIRECTIVES,
+    ("links", Array(LINK)),
+)
 
 # Extracted documents. duplicate_of: url_key of the first copy (exact or near), or of the
 # canonical URL the page names (duplicate_kind canonical), else null. A noindex page keeps no
@@ -283,6 +298,9 @@ TEXTS = struct_of(
     ("duplicate_kind", S),
     ("error", S),
     *PAGE_DIRECTIVES,
+    # last: a table made before it has it added at its end (crawllib.store.embedded,
+    # crawllib.store.tables)
+    ("quality", QUALITY),
 )
 
 # Outbound links, one per (src_key, dst_key). slice: as in texts.

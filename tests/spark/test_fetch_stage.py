@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from crawllib.config import replace
+from crawllib.content.quality import quality_signals
 from crawllib.core.urls import host_of, registered_domain, surt, url_key
 from crawllib.core.vocab import Stage, StageState
 from crawllib.stages import fetch
@@ -150,6 +151,8 @@ def test_fetch_writes_tables_politely_and_reruns_fetch_nothing_twice(web, crawl)
     texts = by(read(db, "texts"), "url")
     assert {u: r["slice"] for u, r in texts.items()} == {p["url"]: p["slice"] for p in pages}
     assert all(r["text_chars"] > 0 and r["duplicate_of"] is None for r in texts.values())
+    assert all(r["quality"] == quality_signals(r["text"]) for r in texts.values())
+    assert all(r["quality"]["gopher_words"] > 0 for r in texts.values())
     links = read(db, "links")
     assert {r["src_url"] for r in links} == set(texts)
     assert all(r["slice"] == texts[r["src_url"]]["slice"] for r in links)

@@ -12,6 +12,7 @@ import pytest
 
 from crawllib.config import replace
 from crawllib.content.hashing import content_hash, hamming64, lsh_bands, simhash64
+from crawllib.content.quality import quality_signals
 from crawllib.core.urls import surt, url_key
 from crawllib.engine.partition import EXTRACTED_PAGE, ExtractTask
 from crawllib.stages import pages as pages_stage
@@ -352,6 +353,12 @@ def test_stage_writes_texts_links_frontier_and_is_idempotent(
         ("http://site.test/copy.html", "site.test", "test,site)/copy.html", "en"),
         ("http://site.test/empty.html", "site.test", "test,site)/empty.html", None),
     }
+    # and its quality signals (crawllib.content.quality), computed when the page was extracted
+    assert {t["url"]: t["quality"] for t in texts} == {
+        t["url"]: quality_signals(t["text"]) for t in texts
+    }
+    assert by_url["http://site.test/b.html"]["quality"]["gopher_words"] > 0
+    assert by_url["http://site.test/empty.html"]["quality"] is None
     assert {(link["src_url"], link["dst_url"]) for link in links} >= {
         ("http://site.test/a.html", "http://new.test/n"),
         ("http://site.test/b.html", "http://site.test/a.html"),

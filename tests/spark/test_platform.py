@@ -14,7 +14,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from crawllib.cli import main
+from crawllib.content.quality import quality_signals
 from crawllib.store import lease, tables
+from crawllib.store.schemas import QUALITY
 from crawllib.store.spark_schemas import CRAWLDB, TABLES
 from tests.conftest import open_db, test_config_overrides
 
@@ -128,7 +130,12 @@ def test_merge_marks_replaced_rows_with_deletion_vectors_and_init_upgrades_old_t
 
 # Columns added to fetches, pages and texts after their first release (in the middle of the
 # tables' schemas: an older table has them at its end).
-ADDED = {"domain", "surt", "language_detected"}
+ADDED = {"domain", "surt", "language_detected", "quality"}
+# a texts row's quality signals, as a value of its struct column
+QUALITY_VALUE = tuple(
+    (quality_signals("A short text. It has two lines.\nAnd this is the second one.") or {})[n]
+    for n in QUALITY.names
+)
 
 
 @pytest.mark.slow  # init_tables makes every table of a root
@@ -170,6 +177,7 @@ def old_tables_get_new_columns(spark, db):
             "domain": "a.test",
             "surt": "test,a)/y",
             "language_detected": "en",
+            "quality": QUALITY_VALUE,
         }
         tables.append(
             spark.createDataFrame([tuple(new.get(f) for f in schema.fieldNames())], schema),

@@ -10,6 +10,7 @@ import pytest
 from crawllib.config import load_config, replace
 from crawllib.content.extract import decode_html, extract_page, extract_record
 from crawllib.content.hashing import content_hash, simhash64
+from crawllib.content.quality import quality_signals
 from crawllib.testweb.content import article_html, paragraph
 from crawllib.testweb.payloads import charset_page, garbage_page
 
@@ -48,6 +49,8 @@ def test_article_gives_main_text_title_language_and_fingerprints():
     assert result["text_chars"] == len(text) > 1000
     assert result["content_hash"] == content_hash(text)
     assert result["simhash"] == simhash64(text)
+    assert result["quality"] == quality_signals(text)
+    assert result["quality"]["gopher_words"] > 150
     assert ("http://www.example.com/a.html", "A") in result["links"]
 
 
@@ -188,6 +191,7 @@ def test_empty_body_is_a_recorded_error(body):
         "text_chars": None,
         "content_hash": None,
         "simhash": None,
+        "quality": None,
         "error": "ExtractError: empty body",
         "directives": [],
         "tdm_reserved": False,
@@ -288,6 +292,8 @@ def test_noindex_keeps_no_text_but_its_fingerprints(head, headers):
     assert result["content_hash"] == indexed["content_hash"]
     assert result["simhash"] == indexed["simhash"]
     assert result["language"] == "en"
+    # a text not kept has no quality signals
+    assert indexed["quality"] is not None and result["quality"] is None
 
 
 def test_nofollow_drops_every_link_but_the_canonical():

@@ -84,6 +84,11 @@ def fits(annotation: object, dtype: DataType) -> bool:
     python = value_type(annotation)
     if python in GENERIC_COLUMNS:
         return dtype == GENERIC_COLUMNS[python]
+    if isinstance(dtype, Struct):  # a struct column: a TypedDict of fitting keys
+        keys = fields(python)  # type: ignore[arg-type]
+        return list(keys) == list(dtype.names) and all(
+            fits(keys[f.name], f.type) for f in dtype.fields
+        )
     return dtype in COLUMN_TYPES[python]
 
 
