@@ -96,6 +96,10 @@ def fetch_time(name: str) -> dt.datetime:
 
 @pytest.fixture(scope="module")
 def root(template_root, tmp_path_factory) -> str:
+    return make_root(template_root, tmp_path_factory)
+
+
+def make_root(template_root, tmp_path_factory) -> str:
     """A crawl root holding DOCS in texts and their pages."""
     import shutil
 
