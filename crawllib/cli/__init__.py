@@ -802,10 +802,18 @@ def _languages_arg(text: str) -> list[str]:
 
 
 def _check_export_text(args: argparse.Namespace) -> None:
+    from crawllib.sql.functions import ALLOWED_FUNCTIONS
     from crawllib.transforms.text_export import check_predicate
 
-    if args.where is not None:
-        check_predicate(args.where)  # before an engine starts
+    if args.where is not None:  # before an engine starts
+        refused = [
+            f for f in check_predicate(args.where).other_functions if f not in ALLOWED_FUNCTIONS
+        ]
+        if refused:
+            raise ValueError(
+                f"--where {args.where!r}: {', '.join(refused)}: not a function a query may call "
+                "(crawl sql's allow-list)"
+            )
     if args.shard_docs < 1:
         raise ValueError(f"--shard-docs {args.shard_docs}: expected a number of documents >= 1")
 

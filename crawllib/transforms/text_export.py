@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from crawllib.core.vocab import Directive, DuplicateKind
 from crawllib.store.schemas import TEXTS
@@ -38,10 +39,20 @@ COLUMNS = (
 _PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
-def check_predicate(predicate: str) -> list[str]:
-    """The texts columns a user's ``--where`` predicate reads; ValueError (one line) unless it
-    is one SQL expression (Spark SQL) of texts columns: no second statement, no subquery, no
-    column of another table."""
+@dataclass(frozen=True)
+class Predicate:
+    """What a user's predicate reads: texts columns, and the functions SQLGlot does not know
+    by name (Spark's JVM and file functions among them: the CLI holds them to `crawl sql`'s
+    allow-list, crawllib.sql.functions)."""
+
+    columns: list[str]
+    other_functions: list[str]
+
+
+def check_predicate(predicate: str) -> Predicate:
+    """What a user's ``--where`` predicate reads; ValueError (one line) unless it is one SQL
+    expression (Spark SQL) of texts columns: no second statement, no subquery, no column of
+    another table."""
     import sqlglot
     from sqlglot import exp
 
@@ -61,7 +72,7 @@ def check_predicate(predicate: str) -> list[str]:
     ):
         raise ValueError(f"{where}: expected an expression over texts columns, not a query")
     known = set(TEXTS.names)
-    read = []
+    read = set()
     for column in tree.find_all(exp.Column):
         name = column.parts[0].name.lower()
         if name not in known:
@@ -69,8 +80,9 @@ def check_predicate(predicate: str) -> list[str]:
                 f"{where}: {name} is not a column of texts; its columns are: "
                 + ", ".join(TEXTS.names)
             )
-        read.append(name)
-    return sorted(set(read))
+        read.add(name)
+    others = {f.name.lower() for f in tree.find_all(exp.Anonymous)}
+    return Predicate(sorted(read), sorted(others))
 
 
 def reserved() -> str:
