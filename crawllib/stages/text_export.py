@@ -66,8 +66,10 @@ def documents(db: Db, filters: Filters) -> Rel:
         filters.one_per_cluster,
         filters.include_reserved,
     )
-    texts = db.table("texts")
-    pages = db.table("pages", columns=["gen", "url_key", "fetched_at"])
+    # the generations' partitions only; the texts read as a stream: an export reads them whole
+    gens = f"gen IN ({', '.join(map(str, filters.gens))})" if filters.gens else None
+    texts = db.table("texts", where=gens, stream=True)
+    pages = db.table("pages", where=gens, columns=["gen", "url_key", "fetched_at"])
     return db.sql(query, texts=texts, pages=pages)
 
 
