@@ -299,15 +299,18 @@ def test_a_predicate_the_engine_cannot_run_is_one_line(root, tmp_path, capsys):
     assert err.startswith("crawl export-text: --where") and len(err.splitlines()) == 1
 
 
-@pytest.mark.parametrize(
-    "args", [["--gen", "3-1"], ["--gen", "x"], ["--language", "english"], ["--shard-docs", "0"]]
-)
-def test_bad_options_exit_2(root, tmp_path, args):
-    with pytest.raises(SystemExit) as stop:  # argparse's own errors
-        if args[0] == "--shard-docs":
-            raise SystemExit(export(root, tmp_path / "out", *args))
+@pytest.mark.parametrize("args", [["--gen", "3-1"], ["--gen", "x"], ["--language", "english"]])
+def test_bad_options_are_usage_errors(root, tmp_path, capsys, args):
+    with pytest.raises(SystemExit) as stop:  # argparse's own: usage and one line
         export(root, tmp_path / "out", *args)
     assert stop.value.code == 2
+    assert f"{args[0]} {args[1]!r}: expected" in capsys.readouterr().err
+
+
+def test_shard_docs_below_one_is_refused(root, tmp_path, capsys):
+    assert export(root, tmp_path / "out", "--shard-docs", "0") == 2
+    assert "--shard-docs 0: expected a number of documents >= 1" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_predicate_names_what_it_reads():
