@@ -111,13 +111,19 @@ class _Jsonl:
 class _Wet:
     def __init__(self, path: str, schema: pa.Schema, name: str) -> None:
         self.out: BinaryIO = open(path, "wb")
+        self.now = dt.datetime.now(dt.UTC)
         info = {"isPartOf": "crawllib text export", "description": "extracted main texts"}
-        self.out.write(wet.warcinfo(name, dt.datetime.now(dt.UTC), info))
+        self.out.write(wet.warcinfo(name, self.now, info))
 
     def write(self, docs: pa.RecordBatch) -> None:
         for d in docs.to_pylist():
             meta = d["metadata"]
-            when = dt.datetime.strptime(meta["date"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+            # a record needs a WARC-Date: a text whose page row is gone gets the file's
+            when = (
+                dt.datetime.strptime(meta["date"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
+                if meta["date"] is not None
+                else self.now
+            )
             doc = wet.Document(meta["url"], when, d["text"], meta["language"])
             self.out.write(wet.conversion(doc))
 

@@ -31,11 +31,6 @@ from crawllib.transforms.sqltext import in_list, is_in, lit
 
 # Robots directives that reserve a page's text from a training set (besides tdm_reserved).
 RESERVING_DIRECTIVES = (Directive.NOAI, Directive.NOINDEX)
-# The texts columns the export reads besides those a predicate names.
-COLUMNS = (
-    "gen", "slice", "url_key", "url", "text", "language", "language_detected", "duplicate_of",
-    "duplicate_kind", "error", "directives", "tdm_reserved", "quality",
-)  # fmt: skip
 _PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 

@@ -320,3 +320,51 @@ def test_a_predicate_names_what_it_reads():
     assert read.columns == ["quality", "text", "url"]
     assert read.other_functions == []
     assert check_predicate("try_reflect('a', 'b') IS NULL").other_functions == ["try_reflect"]
+
+
+def test_a_text_without_a_fetch_time_is_written_with_a_null_date_or_the_files_time(tmp_path):
+    import pyarrow as pa
+
+    from crawllib.store.shards import ShardWriter, write_batches
+
+    batch = pa.RecordBatch.from_pylist(
+        [
+            {
+                "text": "Hello world.",
+                "gen": 4,
+                "url_key": -5,
+                "url": "http://x.test/",
+                "fetched_us": None,
+                "language": "en",
+                "language_detected": None,
+                "quality": None,
+                "cluster": -5,
+                "tdm_reserved": False,
+            }
+        ],
+        schema=pa.schema(
+            [
+                ("text", pa.string()),
+                ("gen", pa.int32()),
+                ("url_key", pa.int64()),
+                ("url", pa.string()),
+                ("fetched_us", pa.int64()),
+                ("language", pa.string()),
+                ("language_detected", pa.string()),
+                ("quality", pa.struct([("gopher_words", pa.int32())])),
+                ("cluster", pa.int64()),
+                ("tdm_reserved", pa.bool_()),
+            ]
+        ),
+    )
+    shards = write_batches([batch], ShardWriter(str(tmp_path / "p"), "parquet", None))
+    assert [(s.name, s.docs) for s in shards] == [("part-00000.parquet", 1)]
+    doc = parquet_docs(tmp_path / "p")["4/-5"]
+    assert doc.metadata["date"] is None and doc.text == "Hello world."
+    before = dt.datetime.now(UTC).replace(microsecond=0)
+    write_batches([batch], ShardWriter(str(tmp_path / "w"), "wet", 7))
+    with open(tmp_path / "w" / "part-00007-00000.warc.wet.gz", "rb") as f:
+        records = list(ArchiveIterator(f, check_digests="raise"))
+    assert [r.rec_type for r in records] == ["warcinfo", "conversion"]
+    date = records[1].rec_headers.get_header("WARC-Date")
+    assert dt.datetime.strptime(date, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) >= before
