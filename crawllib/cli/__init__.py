@@ -720,6 +720,133 @@ def cmd_export_warc(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
+def _export_text_args(p: argparse.ArgumentParser) -> None:
+    from crawllib.store.shards import FORMATS, SHARD_DOCS
+
+    _root(p)
+    p.add_argument("out", help="folder for the part-* files: local, or an S3 URI")
+    p.add_argument(
+        "--format",
+        choices=list(FORMATS),
+        default="parquet",
+        help="parquet (default), jsonl (gzip JSON Lines) or wet (WARC conversion records)",
+    )
+    _engine_arg(p)
+    p.add_argument(
+        "--gen",
+        type=_gens_arg,
+        default=None,
+        metavar="GENS",
+        help="generations: N, A-B or a list (1,3,5-7); default all. Of each URL the latest "
+        "text among them",
+    )
+    p.add_argument(
+        "--language",
+        type=_languages_arg,
+        action="extend",
+        default=[],
+        metavar="CODES",
+        help="keep texts in these languages (ISO 639 codes, repeatable or en,de): "
+        "language_detected, else the declared language",
+    )
+    p.add_argument(
+        "--where",
+        default=None,
+        metavar="PREDICATE",
+        help='an SQL expression over texts columns, e.g. "quality.gopher_words >= 50"',
+    )
+    p.add_argument(
+        "--one-per-cluster",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep only the first copy of each exact or near duplicate cluster "
+        "(duplicate_of IS NULL; default on)",
+    )
+    p.add_argument(
+        "--include-reserved",
+        action="store_true",
+        help="keep pages that reserve their text (tdm_reserved, robots noai or noindex)",
+    )
+    p.add_argument(
+        "--shard-docs",
+        type=int,
+        default=SHARD_DOCS,
+        metavar="N",
+        help=f"documents per file at most (default {SHARD_DOCS})",
+    )
+
+
+def _gens_arg(text: str) -> list[int]:
+    gens: set[int] = set()
+    for piece in text.split(","):
+        low, _, high = piece.strip().partition("-")
+        try:
+            first, last = int(low), int(high or low)
+        except ValueError:
+            first, last = -1, -1
+        if first < 0 or last < first:
+            raise argparse.ArgumentTypeError(
+                f"--gen {text!r}: expected generations N, A-B or a list of them (1,3,5-7)"
+            )
+        gens.update(range(first, last + 1))
+    return sorted(gens)
+
+
+def _languages_arg(text: str) -> list[str]:
+    codes = [c.strip().lower() for c in text.split(",") if c.strip()]
+    if not codes or not all(re.fullmatch(r"[a-z]{2,3}", c) for c in codes):
+        raise argparse.ArgumentTypeError(
+            f"--language {text!r}: expected ISO 639 codes (en, de or en,de)"
+        )
+    return codes
+
+
+def _check_export_text(args: argparse.Namespace) -> None:
+    from crawllib.sql.functions import ALLOWED_FUNCTIONS
+    from crawllib.transforms.text_export import check_predicate
+
+    if args.where is not None:  # before an engine starts
+        refused = [
+            f for f in check_predicate(args.where).other_functions if f not in ALLOWED_FUNCTIONS
+        ]
+        if refused:
+            raise ValueError(
+                f"--where {args.where!r}: {', '.join(refused)}: not a function a query may call "
+                "(crawl sql's allow-list)"
+            )
+    if args.shard_docs < 1:
+        raise ValueError(f"--shard-docs {args.shard_docs}: expected a number of documents >= 1")
+
+
+@command(
+    "export-text",
+    "write the crawl's texts as a training set's documents (text, id, metadata) to OUT in "
+    "shards: Parquet, gzip JSON Lines or WET; filters for generations, languages, a predicate "
+    "over texts columns, one per duplicate cluster; reserved pages left out",
+    _export_text_args,
+    check=_check_export_text,
+)
+def cmd_export_text(args: argparse.Namespace, cfg: Config) -> int:
+    from crawllib.stages import text_export
+
+    filters = text_export.Filters(
+        args.gen, args.language, args.where, args.one_per_cluster, args.include_reserved
+    )
+    db = _crawl_db(cfg, args.root, args.engine, files=[args.out])
+    try:
+        shards = text_export.export_text(db, args.out, args.format, filters, args.shard_docs)
+    finally:
+        db.close()
+    for s in shards:
+        print(f"wrote {s.name}: {s.docs} documents, {s.size} bytes")
+    docs = sum(s.docs for s in shards)
+    print(
+        f"exported {docs} document{'s' if docs != 1 else ''} in {len(shards)} "
+        f"{args.format} file{'s' if len(shards) != 1 else ''} to {args.out}"
+    )
+    return 0
+
+
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--root",

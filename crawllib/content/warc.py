@@ -34,9 +34,7 @@ log = logging.getLogger(__name__)
 # A file is closed and the next part started once it reaches this many (compressed) bytes;
 # a capture's three records always stay in one file.
 ROLLOVER_BYTES = 1_000_000_000
-FORMAT = "WARC File Format 1.1"
-CONFORMS_TO = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
-_VERSION_LINE = b"WARC/1.1\r\n"
+VERSION = "1.1"
 # Headers describing the transfer of the original bytes, which the stored body no longer has.
 _TRANSFER_HEADERS = ("content-encoding", "transfer-encoding", "content-length")
 _LINE_BREAKS = re.compile(r"[\r\n]+")
@@ -116,15 +114,20 @@ def _encode(text: str) -> bytes:
         return text.encode("utf-8", errors="replace")
 
 
-def _fields(pairs: Iterable[tuple[str, object]]) -> bytes:
+def fields(pairs: Iterable[tuple[str, object]]) -> bytes:
     """``name: value`` lines, CRLF-terminated (WARC headers, HTTP headers, warc-fields)."""
     return b"".join(_encode(f"{_clean(k)}: {_clean(v)}") + b"\r\n" for k, v in pairs)
 
 
 def record(
-    warc_type: str, content_type: str, headers: Iterable[tuple[str, object]], block: bytes
+    warc_type: str,
+    content_type: str,
+    headers: Iterable[tuple[str, object]],
+    block: bytes,
+    version: str = VERSION,
 ) -> bytes:
-    """One WARC record as its own gzip member: version line, headers, block digest, block."""
+    """One WARC record as its own gzip member: version line (``WARC/<version>``), headers,
+    block digest, block."""
     head = [
         ("WARC-Type", warc_type),
         *headers,
@@ -132,22 +135,30 @@ def record(
         ("WARC-Block-Digest", sha1_digest(block)),
         ("Content-Length", len(block)),
     ]
-    raw = _VERSION_LINE + _fields(head) + b"\r\n" + block + b"\r\n\r\n"
+    raw = f"WARC/{version}\r\n".encode() + fields(head) + b"\r\n" + block + b"\r\n\r\n"
     return gzip.compress(raw, compresslevel=6, mtime=0)
 
 
 def warcinfo_record(
-    filename: str, record_id: str, when: dt.datetime, info: Mapping[str, object]
+    filename: str,
+    record_id: str,
+    when: dt.datetime,
+    info: Mapping[str, object],
+    version: str = VERSION,
 ) -> bytes:
-    """The ``warcinfo`` record: software, format and conformsTo, then ``info`` fields."""
-    block = _fields([("software", software()), ("format", FORMAT), ("conformsTo", CONFORMS_TO)])
-    block += _fields((k, v) for k, v in info.items() if v is not None)
+    """The ``warcinfo`` record of a WARC/<version> file: software, format and conformsTo, then
+    ``info`` fields."""
+    spec = f"https://iipc.github.io/warc-specifications/specifications/warc-format/warc-{version}/"
+    block = fields(
+        [("software", software()), ("format", f"WARC File Format {version}"), ("conformsTo", spec)]
+    )
+    block += fields((k, v) for k, v in info.items() if v is not None)
     headers = [
         ("WARC-Date", warc_date(when)),
         ("WARC-Filename", filename),
         ("WARC-Record-ID", record_id),
     ]
-    return record("warcinfo", "application/warc-fields", headers, block)
+    return record("warcinfo", "application/warc-fields", headers, block, version)
 
 
 def http_request(url: str, user_agent: str) -> bytes:
@@ -157,7 +168,7 @@ def http_request(url: str, user_agent: str) -> bytes:
     host = parts.netloc.rpartition("@")[2]
     return (
         _encode(f"GET {target} HTTP/1.1\r\n")
-        + _fields([("Host", host), ("User-Agent", user_agent)])
+        + fields([("Host", host), ("User-Agent", user_agent)])
         + b"\r\n"
     )
 
@@ -177,10 +188,10 @@ def http_response_head(status: int, headers: Mapping[str, str], body_length: int
         else:
             kept.append((name, value))
     kept.append(("Content-Length", body_length))
-    return _encode(f"HTTP/1.1 {status} {reason}\r\n") + _fields(kept) + b"\r\n"
+    return _encode(f"HTTP/1.1 {status} {reason}\r\n") + fields(kept) + b"\r\n"
 
 
-def capture_fields(capture: Capture) -> bytes:
+def capturefields(capture: Capture) -> bytes:
     """The metadata record's block (application/warc-fields): the facts of the fetch."""
     facts: list[tuple[str, object]] = [
         ("fetchTime", warc_date(capture.fetched_at)),
@@ -190,7 +201,7 @@ def capture_fields(capture: Capture) -> bytes:
         ("urlKey", capture.url_key),
         ("fetchTimeMs", capture.fetch_ms),
     ]
-    return _fields((k, v) for k, v in facts if v is not None)
+    return fields((k, v) for k, v in facts if v is not None)
 
 
 def capture_records(
@@ -229,7 +240,7 @@ def capture_records(
             ],
         ),
         "metadata": (
-            capture_fields(capture),
+            capturefields(capture),
             "application/warc-fields",
             [("WARC-Concurrent-To", response_id), ("WARC-Refers-To", response_id)],
         ),

@@ -110,6 +110,7 @@ class Directive:
 
     NOINDEX: Final = "noindex"
     NOFOLLOW: Final = "nofollow"
+    NOAI: Final = "noai"  # reserves text-and-data mining (tdm_reserved); the text export skips it
 
 
 class Record:

@@ -106,9 +106,12 @@ class Db(abc.ABC):
         where: str | None = None,
         columns: Sequence[str] | None = None,
         version: int | None = None,
+        stream: bool = False,
     ) -> Rel:
         """Table ``name`` (at ``version``, else as it is now), its rows matching ``where``
-        (an SQL predicate of its columns: comparisons, AND, OR, IN) and of it ``columns``."""
+        (an SQL predicate of its columns: comparisons, AND, OR, IN) and of it ``columns``.
+        stream: read from storage at each use, never kept whole in memory (a read of a whole
+        table's texts; the embedded engine otherwise keeps a small table's rows once read)."""
 
     @abc.abstractmethod
     def exists(self, name: str) -> bool: ...

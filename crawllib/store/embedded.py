@@ -139,11 +139,11 @@ class EmbeddedDb(Db):
         where: str | None = None,
         columns: Sequence[str] | None = None,
         version: int | None = None,
+        stream: bool = False,
     ) -> Rel:
         wanted = frozenset(c.lower() for c in columns) if columns else None
-        scan = DeltaScan(
-            self._uri(name), self.options, wanted, where, version, cache_bytes=CACHE_BYTES
-        )
+        cache = 0 if stream else CACHE_BYTES
+        scan = DeltaScan(self._uri(name), self.options, wanted, where, version, cache_bytes=cache)
         scan.__arrow_c_schema__()  # opened now: every use reads this version
         view = self._name(f"t_{name}")
         self.con.register(view, scan)

@@ -59,6 +59,7 @@ class SparkDb(Db):
         where: str | None = None,
         columns: Sequence[str] | None = None,
         version: int | None = None,
+        stream: bool = False,
     ) -> Rel:
         if version is None:
             df = tables.read(self.spark, self.root, name)
