@@ -1,7 +1,7 @@
 """crawl export-text on the embedded engine: a root's texts rows written as a training set's
 documents (Parquet, gzip JSON Lines, WET) and read back with datatrove's readers and warcio:
 the filters, the reserved pages left out, one per cluster, the shards' bounds, the schema.
-tests/spark/test_export_text.py runs the same export on Spark."""
+tests/spark/test_export_text_on_spark.py runs the same export on Spark."""
 
 from __future__ import annotations
 
