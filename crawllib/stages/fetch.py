@@ -428,9 +428,7 @@ def _slice_results(
     budgets: tuple[int, ...] = ()
     if known is not None:
         fetched = db.table("fetches", f"gen = {gen}", columns=["host"])
-        owned = db.sql(
-            owned_known_slots(cfg, partitions), known=known, fetches=fetched, inputs=rows
-        )
+        owned = db.sql(owned_known_slots(cfg, partitions), known=known, fetches=fetched)
         rows = db.sql(
             "SELECT * FROM {rows} UNION ALL SELECT * FROM {owned}", rows=rows, owned=owned
         )

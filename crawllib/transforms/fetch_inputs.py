@@ -303,25 +303,20 @@ def _fetched_slots(cfg: Config, fetches: str) -> str:
 
 
 def owned_known_slots(
-    cfg: Config,
-    partitions: int,
-    known: str = "{known}",
-    fetches: str = "{fetches}",
-    inputs: str = "{inputs}",
+    cfg: Config, partitions: int, known: str = "{known}", fetches: str = "{fetches}"
 ) -> str:
     """The fetch input's rows that tell each task which slots are not new: one per slot key
     crawldb (``known``: :func:`known_slots`) or the generation's fetches so far (host) know,
-    for the task its own key gives it (crawl_partition of the key: a new slot's task), if
-    that task has URLs in ``inputs`` (the slice's rows, with part). A slot followed in an
-    earlier slice is known from then on, so no two slices' tasks take it. Out:
+    for the task its own key gives it (crawl_partition of the key: a new slot's task). A
+    slot followed in an earlier slice is known from then on, so no two slices' tasks take it.
+    Every task gets its keys, one with no URL in the slice too (it ignores them): a filter
+    on the tasks that have URLs would read the slice's fetch input, the stage's costliest
+    query (crawldb's known url_keys per slot), a second time in every slice. Out:
     INPUT_COLUMNS with only known_slot set, and part."""
     keys = f"SELECT slot FROM {known} UNION SELECT slot FROM ({_fetched_slots(cfg, fetches)})"
-    parts = f"SELECT DISTINCT part FROM {inputs} WHERE url IS NOT NULL"
     return (
-        f"SELECT {_input_row({}, 'known_slot', 'k.slot')}, k.part FROM "
-        f"(SELECT slot, crawl_partition(slot, {partitions}) AS part FROM ({keys}) "
-        "WHERE slot IS NOT NULL) k "
-        f"LEFT SEMI JOIN ({parts}) p ON k.part = p.part"
+        f"SELECT {_input_row({}, 'known_slot', 'slot')}, "
+        f"crawl_partition(slot, {partitions}) AS part FROM ({keys}) WHERE slot IS NOT NULL"
     )
 
 
