@@ -534,9 +534,30 @@ class FetchConfig:
     )
     follow: bool = setting(
         True,
-        "fetch a page's links to its own slot (host; registered domain with politeness.key = "
-        "domain) in this generation, within crawl.max_depth and generate.max_per_host "
-        "(needs fetch.extract; off: they wait for the next generation)",
+        "fetch a page's links to the slots its task holds (host; registered domain with "
+        "politeness.key = domain) and to new hosts it owns in this generation, within "
+        "crawl.max_depth and generate.max_per_host (needs fetch.extract; off: they wait for "
+        "the next generation)",
+    )
+    follow_other_hosts: bool = setting(
+        True,
+        "with follow, also fetch a page's links to the other slots of its task and to new hosts "
+        "the task owns (off: links stay within their page's slot; which page's link comes "
+        "first across hosts is a matter of timing, so two crawls may record other sources)",
+    )
+    partitions: int = setting(
+        0,
+        "fetch tasks per slice, the same for every slice of a generation: a slot's task is "
+        "the hash of its key modulo this, and a task follows links to the new hosts it owns "
+        "(0: as many as the engine runs at once)",
+        at_least(0),
+    )
+    new_host_urls: int = setting(
+        10000,
+        "URLs a generation fetches from hosts crawldb does not know, followed from links "
+        "(each task gets this / partitions; at most generate.max_per_host per host); 0: such "
+        "links wait for the next generation",
+        at_least(0),
     )
     retry_backoff_seconds: float = setting(
         600.0,

@@ -113,7 +113,7 @@ from crawllib.engine.client import (
     trace_config,
 )
 from crawllib.engine.dns import Resolver
-from crawllib.engine.follow import Follower
+from crawllib.engine.follow import Follower, Owner
 from crawllib.engine.resume import continue_slot, replay
 from crawllib.engine.robots_fetch import (
     RobotsState,
@@ -124,7 +124,7 @@ from crawllib.engine.robots_fetch import (
 )
 from crawllib.engine.servers import Server
 from crawllib.engine.sitemap_fetch import fetch_sitemap, sitemap_urls
-from crawllib.engine.slots import LoopClock, Slot
+from crawllib.engine.slots import LoopClock, RowQueue, Slot
 from crawllib.policy.robots import RobotsRules
 
 log = logging.getLogger(__name__)
@@ -149,6 +149,7 @@ async def fetch_async(
     checkpoint_seconds: float = 0.0,
     on_request: Callable[[int], object] | None = None,
     deadline_seconds: float | None = None,
+    owner: Owner | None = None,
 ) -> None:
     """Fetch every row and pass each result record to ``emit`` (awaited if it returns an
     awaitable: that is the back-pressure). ``now`` gives epoch seconds (fetched_at, robots
@@ -160,10 +161,13 @@ async def fetch_async(
     ``checkpoint_seconds``: emit a CheckpointRecord this often (0: never); ``on_request``:
     called with a page's url_key just before its request is sent. ``deadline_seconds``: the
     time this call may fetch for (the rest of the generation's fetch.deadline_seconds, which
-    it is when None)."""
+    it is when None). ``owner``: which new slots the call may take, and how many URLs it may
+    fetch from them (:class:`crawllib.engine.follow.Owner`; None: none)."""
     if emit is None:
         raise TypeError("fetch_async needs an emit callable")
-    run = _Run(cfg, robots_rows, emit, now, follow_rows, host_rows, retried, deadline_seconds)
+    run = _Run(
+        cfg, robots_rows, emit, now, follow_rows, host_rows, retried, deadline_seconds, owner
+    )
     run.resume, run.checkpoint_seconds, run.on_request = resume, checkpoint_seconds, on_request
     await run.run(rows)
 
@@ -181,6 +185,7 @@ class _Run:
         host_rows: Iterable[HostState] = (),
         retried: bool = False,
         deadline_seconds: float | None = None,
+        owner: Owner | None = None,
     ):
         self.cfg = cfg
         self.host_states = {row["slot"]: row for row in host_rows}
@@ -214,7 +219,13 @@ class _Run:
         self.budget = ByteBudget(cfg.fetch.max_bytes_in_flight)
         self.group: asyncio.TaskGroup | None = None
         follow = cfg.fetch.follow and cfg.fetch.extract
-        self.follower = Follower(cfg, follow_rows) if follow else None
+        self.follower = Follower(cfg, follow_rows, owner) if follow else None
+        # every slot of the call, the new ones a followed link brings included; the slots
+        # waiting for a worker, and the keys of those queued or being served
+        self.slots: dict[str, Slot] = {}
+        self.queue: deque[Slot] | None = None
+        self.active: set[str] = set()
+        self.workers = 0  # workers running
         # slot -> sitemaps to fetch after its pages (host, URL, the host's rules); host -> how
         # many it has been given (sitemaps.max_documents)
         self.sitemaps: dict[str, deque[tuple[str, str, RobotsRules]]] = {}
@@ -236,7 +247,7 @@ class _Run:
             await result
 
     async def run(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        slots = self._slots(rows)
+        slots = self.slots = self._slots(rows)
         if not slots:
             return
         if self.resume is not None:
@@ -273,7 +284,8 @@ class _Run:
         try:
             async with session:
                 self.session = session
-                queue = deque(sorted(slots.values(), key=lambda s: -_queued_rows(s)))
+                queue = self.queue = deque(sorted(slots.values(), key=lambda s: -_queued_rows(s)))
+                self.active = set(slots)
                 workers = min(len(queue), self.cfg.politeness.max_hosts_in_flight)
                 if self.cfg.fetch.extract:
                     self.extractor = ThreadPoolExecutor(1, thread_name_prefix="crawllib-extract")
@@ -287,6 +299,7 @@ class _Run:
                     async with asyncio.TaskGroup() as group:
                         self.group = group
                         for i in range(workers):
+                            self.workers += 1
                             group.create_task(self._worker(queue, i / workers))
                 except BaseExceptionGroup as group_error:  # an engine or emit failure
                     raise group_error.exceptions[0] from None
@@ -327,12 +340,15 @@ class _Run:
         quota = 1 + math.floor(seconds / slot.delay)
         return max(0, quota - slot.attempted - len(slot.rows))
 
+    def _wall_now(self) -> float:
+        """The epoch by which a stored hold is over: the real clock's, or crawl.now when
+        later (a later run's clock; config.hold_now)."""
+        fixed = parse_now(self.cfg.crawl.now)
+        return self.now() if fixed is None else max(self.now(), fixed)
+
     def _slots(self, rows: Iterable[Mapping[str, Any]]) -> dict[str, Slot]:
         slots: dict[str, Slot] = {}
-        # whether a stored hold is over: by the real clock, or crawl.now when later (a later
-        # run's clock; config.hold_now)
-        fixed = parse_now(self.cfg.crawl.now)
-        wall_now = self.now() if fixed is None else max(self.now(), fixed)
+        wall_now = self._wall_now()
         politeness = self.cfg.politeness
         for row in rows:
             row = row.asDict() if hasattr(row, "asDict") else row
@@ -395,30 +411,55 @@ class _Run:
         return min(self.deadline, self.clock.time() + planned + self.cfg.fetch.slice_grace_seconds)
 
     async def _worker(self, queue: deque[Slot], offset: float = 0.0) -> None:
-        # Spread the first requests over one delay: slots started together would otherwise
-        # fire together on every later turn too, in bursts that make every answer late.
-        if offset and self.cfg.politeness.default_delay:
-            await asyncio.sleep(offset * min(self.cfg.politeness.default_delay, 1.0))
-        while queue:
-            slot = queue.popleft()
-            members = _members(slot)
-            while True:
-                member = self._next(members)
-                if member is None:
-                    # With following, a slot is done only once the extractions of its pages
-                    # are: they may bring more of its URLs. Breadth first: a URL waits while a
-                    # shallower page's extraction may bring links above it.
-                    if self.follower is not None and any(m.extracting for m in members):
-                        slot.woken.clear()
-                        await slot.woken.wait()
-                        continue
-                    break
-                if await self._robots_first(member):
-                    continue  # a request made: another host may be free sooner
-                await self._fetch_next(member)
-            for member in members:
-                await self._probe(member)
-                await self._fetch_sitemaps(member)
+        try:
+            # Spread the first requests over one delay: slots started together would
+            # otherwise fire together on every later turn too, in bursts that make every
+            # answer late.
+            if offset and self.cfg.politeness.default_delay:
+                await asyncio.sleep(offset * min(self.cfg.politeness.default_delay, 1.0))
+            while queue:
+                slot = queue.popleft()
+                await self._serve(slot)
+                self.active.discard(slot.key)
+                if _queued_rows(slot):  # another slot's page brought URLs since
+                    self._wake(slot)
+        finally:
+            self.workers -= 1
+
+    def _wake(self, slot: Slot) -> None:
+        """Queue ``slot`` for a worker unless it is queued or served already (a slot whose
+        worker finished gets more URLs from another slot's page, a new slot its first), and
+        start a worker for it if fewer than politeness.max_hosts_in_flight run. Before the
+        workers start (a journal's replay) the slot is queued with the others."""
+        if self.queue is None or slot.key in self.active:
+            return
+        self.active.add(slot.key)
+        self.queue.append(slot)
+        if self.group is not None and self.workers < self.cfg.politeness.max_hosts_in_flight:
+            self.workers += 1
+            self.group.create_task(self._worker(self.queue))
+
+    async def _serve(self, slot: Slot) -> None:
+        """Fetch the URLs of ``slot`` (an address: of its hosts) until none is left, then its
+        soft-404 probes and sitemaps."""
+        members = _members(slot)
+        while True:
+            member = self._next(members)
+            if member is None:
+                # With following, a slot is done only once the extractions of its pages
+                # are: they may bring more of its URLs. Breadth first: a URL waits while a
+                # shallower page's extraction may bring links above it.
+                if self.follower is not None and any(m.extracting for m in members):
+                    slot.woken.clear()
+                    await slot.woken.wait()
+                    continue
+                break
+            if await self._robots_first(member):
+                continue  # a request made: another host may be free sooner
+            await self._fetch_next(member)
+        for member in members:
+            await self._probe(member)
+            await self._fetch_sitemaps(member)
 
     def _next(self, members: list[Slot]) -> Slot | None:
         """The host slot whose next URL to take: one that is held (its URLs are deferred at
@@ -656,7 +697,7 @@ class _Run:
                     record["charset"],
                 )
                 if self.follower is not None:
-                    self._follow(slot, record)
+                    self.queue_links(slot, record)
             finally:
                 self.extraction_room.release()
                 slot.extraction_ended(record["depth"])
@@ -664,17 +705,51 @@ class _Run:
         finally:
             share.release()
 
-    def _follow(self, slot: Slot, page: FetchRecord) -> None:
-        """Queue the links of ``page`` (fetched by ``slot``) that its slot follows: on an
-        address, each on the slot of its host."""
+    def queue_links(self, slot: Slot, page: FetchRecord) -> None:
+        """Queue the links of ``page`` (fetched by ``slot``) that the task follows, each on
+        its slot: ``slot``, another slot of the task, or a new slot the task owns, made here
+        (crawllib.engine.follow); on an address, each on the slot of its host."""
         assert self.follower is not None
         server = slot.server
-        if server is None:
-            rows = self.follower.links(slot.key, page, self._time_room(slot), slot.rows)
-            slot.rows.extend(rows)
+        if server is not None:
+            for row in self.follower.links(server.key, page, self._time_room(slot), server):
+                server.member(row["host"], self.cfg.politeness).rows.append(row)
             return
-        for row in self.follower.links(server.key, page, self._time_room(slot), server):
-            server.member(row["host"], self.cfg.politeness).rows.append(row)
+        elsewhere = self._room_elsewhere if self.cfg.fetch.follow_other_hosts else None
+        rows = self.follower.links(slot.key, page, self._time_room(slot), slot.rows, elsewhere)
+        for row in rows:
+            target = self.slots.get(row["slot"])
+            if target is None:
+                target = self._new_slot(row["slot"])
+            target.hosts.add(row["host"])
+            self.first_url.setdefault(row["host"], row["url"])
+            target.rows.append(row)
+            if target is not slot:
+                self._wake(target)
+                if len(target.rows) == 1:  # its first URL: the slice may last as it needs
+                    self.slice_end = max(self.slice_end, self._slice_end([target]))
+
+    def _room_elsewhere(self, key: str) -> tuple[int | None, RowQueue | None]:
+        """The time room and the queue of slot ``key`` for a link from another slot's page:
+        a new slot's, as one with nothing done yet (none past the deadline: no slot is made
+        then)."""
+        slot = self.slots.get(key)
+        if slot is not None:
+            return self._time_room(slot), slot.rows
+        if self.clock.time() >= self.deadline:
+            return 0, None
+        seconds, delay = self.cfg.generate.fetch_seconds, self.cfg.politeness.default_delay
+        return (None if seconds <= 0 or delay <= 0 else 1 + math.floor(seconds / delay)), None
+
+    def _new_slot(self, key: str) -> Slot:
+        """A slot for a new host (or domain) a followed link leads to, as `_slots` makes one;
+        its hosts row, robots.txt and URLs come in this call."""
+        politeness = self.cfg.politeness
+        slot = self.slots[key] = Slot.from_config(key, politeness, clock=self.clock)
+        if politeness.key == "domain":
+            slot.kind = HostKind.DOMAIN
+        self._restore(slot, self._wall_now())
+        return slot
 
     async def _one(self, slot: Slot, row: Mapping[str, Any], share: Share) -> FetchRecord:
         url = row.get("url") or ""

@@ -124,8 +124,10 @@ ENGINE_HOSTS = struct_of(*[(k, engine_type(HOSTS[k].type)) for k in fields(HostS
 # What a slot's task needs to follow links (crawllib.engine.follow): its room under the
 # per-generation cap, the url_keys known for it and its hosts' trapped URL patterns.
 FOLLOW = struct_of(("room", I), ("known", Array(L)), ("trapped", Array(S)))
-# The stage's input rows: ENGINE_INPUT columns, and one of the structs (the others null).
-INPUT_COLUMNS = (*ENGINE_INPUT, "robots", "follow", "host_state")
+# The stage's input rows: ENGINE_INPUT columns, and one of the structs (the others null), or
+# known_slot: a slot key crawldb knows that the task's partition function gives to the task
+# (crawllib.engine.follow.Owner).
+INPUT_COLUMNS = (*ENGINE_INPUT, "robots", "follow", "host_state", "known_slot")
 
 
 def extracted_struct(extracted: Extracted) -> tuple:
@@ -156,12 +158,14 @@ def result_row(record: Mapping[str, Any]) -> tuple:
 @dataclasses.dataclass(frozen=True)
 class FetchTask:
     """A slice's fetch task, picklable: the config, the slice's journal (None: none), how many
-    tasks the slice has and what is left of fetch.deadline_seconds (None: all of it)."""
+    tasks the slice has, what is left of fetch.deadline_seconds (None: all of it) and, per
+    task, how many URLs it may fetch from new slots (empty: new slots are not followed)."""
 
     cfg: Config
     journal: JournalSpec | None = None
     partitions: int = 1
     deadline_seconds: float | None = None
+    new_slot_budgets: tuple[int, ...] = ()
 
     def __call__(
         self, rows: Iterable[Mapping[str, Any]], partition: int, attempt: int, in_task: bool
@@ -170,14 +174,18 @@ class FetchTask:
         (dicts of INPUT_COLUMNS), as they come (the engine bounds its own queue), so a task's
         bodies are never held in one list. ``in_task``: run by an engine's task (a watcher
         ends the process once its parent is gone, and the journal is kept)."""
+        from crawllib.engine.follow import Owner
         from crawllib.engine.task import task_records  # aiohttp is imported in tasks only
 
         urls: list[dict[str, Any]] = []
         robots: list[dict[str, Any]] = []
         follow: list[dict[str, Any]] = []
         hosts: list[Any] = []
+        known_slots: set[str] = set()
         for row in rows:
-            if row["url"] is not None:
+            if row.get("known_slot") is not None:
+                known_slots.add(row["known_slot"])
+            elif row["url"] is not None:
                 urls.append({c: row[c] for c in ENGINE_INPUT})
             elif row["robots"] is not None:
                 robots.append(dict(row["robots"]))
@@ -188,6 +196,10 @@ class FetchTask:
         if not urls:
             return
         stored = {r["host"] for r in robots}
+        owner = None
+        if partition < len(self.new_slot_budgets):
+            budget = self.new_slot_budgets[partition]
+            owner = Owner(partition, self.partitions, frozenset(known_slots), budget)
         records = task_records(
             urls,
             self.cfg,
@@ -200,6 +212,7 @@ class FetchTask:
             partition=partition,
             watch=in_task,
             deadline_seconds=self.deadline_seconds,
+            owner=owner,
         )
         for record in records:
             if record["record"] == Record.ROBOTS:

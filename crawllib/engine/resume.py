@@ -9,7 +9,8 @@ records again itself; the engine then fetches only the rest:
 - a URL with a fetch record is not requested again; every robots.txt, sitemap and soft-404
   probe with a record neither (a journaled robots.txt serves as the host's cached one);
 - the links of the journaled pages are offered to the follower again, in their order, so the
-  slot's queue is what it was (their followed URLs are known; those with a record are done);
+  slots' queues are what they were, the new slots those links led to included (their
+  followed URLs are known; those with a record are done);
 - a slot starts from its checkpoint (last request, backoff, Crawl-delay, its counts so far),
   and, the attempt being a retry, as if it had just made a request;
 - the sitemaps and the probe a journaled robots.txt led to are queued again, less those done.
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawllib.core.records import Resume
 from crawllib.core.vocab import Record
+from crawllib.engine.servers import Server
 
 if TYPE_CHECKING:
     from crawllib.engine.engine import _Run
@@ -56,10 +58,16 @@ def replay(run: _Run, slots: Mapping[str, Slot], resume: Resume) -> None:
 
     run.sitemaps_done.update(r["url"] for r in resume.of_kind(Record.SITEMAP))
     run.probed.update(r["host"] for r in resume.of_kind(Record.PROBE))
-    for robots in resume.of_kind(Record.ROBOTS):
-        slot = slot_of(robots["host"])
-        if slot is not None:
-            run.robots_replayed(slot, robots, run.first_url.get(robots["host"]))
+    replayed: set[str] = set()
+
+    def replay_robots() -> None:
+        for robots in resume.of_kind(Record.ROBOTS):
+            slot = slot_of(robots["host"])
+            if slot is not None and robots["host"] not in replayed:
+                replayed.add(robots["host"])
+                run.robots_replayed(slot, robots, run.first_url.get(robots["host"]))
+
+    replay_robots()
     fetched = resume.fetched()
     for record in resume.of_kind(Record.FETCH):
         slot = slot_of(record["host"])
@@ -71,7 +79,12 @@ def replay(run: _Run, slots: Mapping[str, Slot], resume: Resume) -> None:
         known = run.follower.known.get(slot.key)
         if known is not None and record["url_key"] is not None:
             known.add(record["url_key"])
-        slot.rows.extend(run.follower.links(slot.key, record, run._time_room(slot), slot.rows))
+        if isinstance(slot, Server):
+            rows = run.follower.links(slot.key, record, run._time_room(slot), slot.rows)
+            slot.rows.extend(rows)
+        else:  # new slots its links led to are made again, in the same order
+            run.queue_links(slot, record)
+    replay_robots()  # of the new slots, made by their pages' links
     for slot in slots.values():
         slot.rows.discard(fetched)
     for sitemap in resume.of_kind(Record.SITEMAP):

@@ -20,6 +20,7 @@ from typing import Any
 from crawllib.config import Config
 from crawllib.core.records import EngineRecord, HostState, Resume
 from crawllib.engine.engine import fetch_async
+from crawllib.engine.follow import Owner
 from crawllib.engine.watch import Watcher
 
 MAX_QUEUED_RECORDS = 256
@@ -76,9 +77,10 @@ def fetch_rows(
     on_request: Callable[[int], object] | None = None,
     watcher: Watcher | None = None,
     deadline_seconds: float | None = None,
+    owner: Owner | None = None,
 ) -> Iterator[EngineRecord]:
     """Fetch `rows` (see :mod:`crawllib.engine.engine`, also for ``resume``,
-    ``checkpoint_seconds``, ``on_request`` and ``deadline_seconds``) and yield their fetch, robots and host records
+    ``checkpoint_seconds``, ``on_request``, ``deadline_seconds`` and ``owner``) and yield their fetch, robots and host records
     as they are produced. Raises only if the engine itself fails. ``watcher``: cancel the
     fetch when it sees the JVM gone."""
     rows = list(rows)  # read the partition here, not from the loop's thread
@@ -123,6 +125,7 @@ def fetch_rows(
                 checkpoint_seconds,
                 on_request,
                 deadline_seconds,
+                owner,
             )
         finally:
             flush()

@@ -20,6 +20,7 @@ from typing import Any
 
 from crawllib.config import Config
 from crawllib.core.records import EngineRecord, HostState
+from crawllib.engine.follow import Owner
 from crawllib.engine.stream import fetch_rows
 from crawllib.engine.watch import Watcher
 from crawllib.store.journal import DONE, JournalSpec, TaskJournal
@@ -38,10 +39,12 @@ def task_records(
     partition: int = 0,
     watch: bool = True,
     deadline_seconds: float | None = None,
+    owner: Owner | None = None,
 ) -> Iterator[EngineRecord]:
     """The engine's records for ``urls`` (and the other engine inputs: crawllib.engine.stream),
     as this attempt (``attempt``: 0 for the first) of task ``partition`` of ``partitions``
-    yields them; see the module's text."""
+    yields them; see the module's text. ``owner``: the new slots the task may take
+    (crawllib.engine.follow.Owner)."""
     with contextlib.ExitStack() as stack:
         watcher = stack.enter_context(Watcher()) if watch else None
         kept = None
@@ -66,6 +69,7 @@ def task_records(
             on_request=kept.requested if kept is not None else None,
             watcher=watcher,
             deadline_seconds=deadline_seconds,
+            owner=owner,
         )
         if kept is not None:
             records = itertools.chain(kept.stored(), kept.journaled(records))

@@ -56,6 +56,9 @@ from crawllib.transforms.fetch_inputs import (
     fetches_from_results,
     follow_inputs,
     hosts_from_results,
+    known_slots,
+    new_slot_urls,
+    owned_known_slots,
     pages_from_results,
     probes_from_results,
     result_tally,
@@ -72,8 +75,9 @@ log = logging.getLogger(__name__)
 class FetchResult(StageResult):
     """urls, slices: the generation's fetchlist; slices_skipped: slices committed before this
     run; ok .. deferred (fetches rows by outcome, followed URLs included), pages, extracted
-    (texts rows the fetch wrote) and followed (URLs fetched from links, in the task): the
-    generation's rows after this run (a rerun reports the same totals); robots_fetched,
+    (texts rows the fetch wrote), followed (URLs fetched from links, in the task) and
+    followed_new_hosts (those of them on hosts crawldb did not know): the generation's rows
+    after this run (a rerun reports the same totals); robots_fetched,
     seconds_fetching and refetched_after_retry (URLs a task attempt requested again after an
     earlier attempt, lost with its executor, had requested them: crawllib.store.journal): this
     run's network work."""
@@ -94,6 +98,7 @@ class FetchResult(StageResult):
     pages: int
     extracted: int
     followed: int
+    followed_new_hosts: int
     robots_fetched: int
     seconds_fetching: int
     refetched_after_retry: int = 0
@@ -162,39 +167,39 @@ def run(run: StageRun) -> FetchResult:
     # before any request, robots.txt included
     deadline = run.first_started(Stage.FETCH) + cfg.fetch.deadline_seconds
     carried = cfg.fetch.follow and cfg.fetch.extract and keys_carried(run)
-    for i, r in enumerate(listing.todo, start=1):
-        left = max(0.0, deadline - time.time())
-        done = fetch_slice(db, cfg, gen, r.slice, r.slots, fetchlist, r.dirty, carried, left)
-        robots_fetched += done.robots
-        refetched += done.refetched
-        seconds += done.seconds
-        ok = done.stored.outcomes[Outcome.OK]
-        log.info(
-            "fetch gen %d: slice %d/%d (slice %d): %d URLs, %d pages in %.1fs (%.1f pages/s), "
-            "%d robots.txt",
-            gen,
-            i,
-            len(listing.todo),
-            r.slice,
-            done.urls,
-            ok,
-            done.seconds,
-            ok / done.seconds if done.seconds > 0 else 0.0,
-            done.robots,
-        )
-        urls_done += done.urls
-        stored += done.stored
-        progress.report(
-            f"fetch gen {gen}",
-            urls_done,
-            listing.urls_todo,
-            pages=stored.outcomes[Outcome.OK],
-            pages_per_s=round(stored.outcomes[Outcome.OK] / seconds, 1) if seconds > 0 else 0.0,
-            errors=stored.outcomes[Outcome.HTTP_ERROR] + stored.outcomes[Outcome.ERROR],
-        )
-    # This run wrote every slice: its own counts are the stored ones, no table to re-read.
-    if len(listing.todo) != listing.slices:
-        stored = generation_stored(db, gen)
+    partitions = fetch_partitions(db, cfg)
+    known = None
+    if follows_new_hosts(cfg):  # crawldb's slots, read once: which hosts are new, every slice
+        crawldb = db.table("crawldb", columns=["host", "domain"])
+        known = db.keep(db.sql(known_slots(cfg), crawldb=crawldb))
+    try:
+        for i, r in enumerate(listing.todo, start=1):
+            left = max(0.0, deadline - time.time())
+            done = fetch_slice(
+                db, cfg, gen, r.slice, fetchlist, r.dirty, carried, left, partitions, known
+            )
+            _log_slice(gen, i, len(listing.todo), r.slice, done)
+            robots_fetched += done.robots
+            refetched += done.refetched
+            seconds += done.seconds
+            urls_done += done.urls
+            stored += done.stored
+            ok = stored.outcomes[Outcome.OK]
+            progress.report(
+                f"fetch gen {gen}",
+                urls_done,
+                listing.urls_todo,
+                pages=ok,
+                pages_per_s=round(ok / seconds, 1) if seconds > 0 else 0.0,
+                errors=stored.outcomes[Outcome.HTTP_ERROR] + stored.outcomes[Outcome.ERROR],
+            )
+        # This run wrote every slice: its own counts are the stored ones, no table to re-read.
+        if len(listing.todo) != listing.slices:
+            stored = generation_stored(db, gen)
+        new_hosts = followed_to_new_hosts(db, cfg, gen, known) if known is not None else 0
+    finally:
+        if known is not None:
+            db.drop(known)
     result = FetchResult(
         urls=listing.urls,
         slices=listing.slices,
@@ -203,6 +208,7 @@ def run(run: StageRun) -> FetchResult:
         pages=stored.pages,
         extracted=stored.extracted,
         followed=stored.followed,
+        followed_new_hosts=new_hosts,
         robots_fetched=robots_fetched,
         seconds_fetching=round(seconds),
         refetched_after_retry=refetched,
@@ -210,6 +216,31 @@ def run(run: StageRun) -> FetchResult:
     journal.clear(journal.generation_folder(root, gen), cfg)  # what crashed runs left
     log.info("fetch gen %d: %s", gen, result)
     return result
+
+
+def _log_slice(gen: int, i: int, todo: int, slice_: int, done: SliceDone) -> None:
+    ok = done.stored.outcomes[Outcome.OK]
+    log.info(
+        "fetch gen %d: slice %d/%d (slice %d): %d URLs, %d pages in %.1fs (%.1f pages/s), "
+        "%d robots.txt",
+        gen,
+        i,
+        todo,
+        slice_,
+        done.urls,
+        ok,
+        done.seconds,
+        ok / done.seconds if done.seconds > 0 else 0.0,
+        done.robots,
+    )
+
+
+def followed_to_new_hosts(db: Db, cfg: Config, gen: int, known: Rel) -> int:
+    """The generation's fetches rows on slots crawldb (``known``: its slots) did not know:
+    URLs followed to new hosts."""
+    fetches = db.table("fetches", f"gen = {gen}", columns=["host"])
+    rows = db.collect(db.sql(new_slot_urls(cfg, 1), known=known, fetches=fetches))
+    return sum(int(r["urls"]) for r in rows)
 
 
 # The tables a slice writes before its fetches rows commit it.
@@ -299,11 +330,12 @@ def fetch_slice(
     cfg: Config,
     gen: int,
     slice_: int,
-    slots: int,
     fetchlist: Rel,
     dirty: bool = False,
     carried: bool = False,
     seconds_left: float | None = None,
+    partitions: int = 1,
+    known: Rel | None = None,
 ) -> SliceDone:
     """Fetch and commit one slice: pages, and the texts and links rows of the pages the
     engine extracted, then fetches, which marks the slice committed.
@@ -312,10 +344,14 @@ def fetch_slice(
     fetches commit), which its writes replace. carried: the fetchlist carries its slots'
     known keys (:func:`keys_carried`), so crawldb is not read. seconds_left: what is left of
     fetch.deadline_seconds, counted from the generation's first fetch start (None: all of it).
-    Three steps: the tasks' results (fetched once, kept), their tally, the writes."""
+    partitions: its tasks (:func:`fetch_partitions`). known: crawldb's slots
+    (crawllib.transforms.fetch_inputs.known_slots) when tasks follow links to new hosts, else
+    None. Three steps: the tasks' results (fetched once, kept), their tally, the writes."""
     kept = journal.for_slice(db.root, gen, slice_, cfg)
     started = time.monotonic()
-    results = _slice_results(db, cfg, gen, slice_, slots, fetchlist, carried, kept, seconds_left)
+    results = _slice_results(
+        db, cfg, gen, slice_, fetchlist, carried, kept, seconds_left, partitions, known
+    )
     try:
         tally = _Tally.of(db, results)
         done = tally.done(time.monotonic() - started)
@@ -326,11 +362,24 @@ def fetch_slice(
     return done
 
 
-def task_count(db: Db, cfg: Config, slots: int) -> int:
-    """How many tasks a slice's fetch runs: as many as the engine runs at once (its cores),
-    and no more than its slots. Every task runs at once, each holding many hosts in asyncio,
-    so no host waits for a second wave of tasks."""
-    return max(1, min(slots, db.parallelism()))
+def fetch_partitions(db: Db, cfg: Config) -> int:
+    """How many tasks each slice's fetch runs: fetch.partitions, else as many as the engine
+    runs at once (its cores), so that every task runs at once, each holding many hosts in
+    asyncio. The same for every slice of a generation: a slot's task (crawl_partition of its
+    key) is then the same in every slice, and so is the task that owns a new host."""
+    return max(1, cfg.fetch.partitions or db.parallelism())
+
+
+def follows_new_hosts(cfg: Config) -> bool:
+    """Whether fetch tasks follow links to new hosts (crawllib.engine.follow.Owner): following
+    on, a budget for them, and slots known before DNS (not politeness.key = ip)."""
+    return (
+        cfg.fetch.follow
+        and cfg.fetch.extract
+        and cfg.fetch.follow_other_hosts
+        and cfg.fetch.new_host_urls > 0
+        and cfg.politeness.key != "ip"
+    )
 
 
 def _slice_results(
@@ -338,11 +387,12 @@ def _slice_results(
     cfg: Config,
     gen: int,
     slice_: int,
-    slots: int,
     fetchlist: Rel,
     carried: bool,
     kept: journal.JournalSpec | None,
     seconds_left: float | None,
+    partitions: int,
+    known: Rel | None,
 ) -> Rel:
     """The engine's results for the slice's URLs (RESULT_SCHEMA rows, kept: the network is
     gone to once, for what the tasks' journal ``kept`` does not hold)."""
@@ -369,15 +419,35 @@ def _slice_results(
         if trapped is not None:
             follow["trapped"] = trapped
         inputs["follow"] = db.sql(follow_inputs(cfg, carried, trapped is not None), **follow)
-    partitions = task_count(db, cfg, slots)
     rows = db.sql(
         with_task(cfg, True, partitions),
         inputs=db.sql(fetch_inputs(follows, True), **inputs),
         hosts=stored_hosts,
     )
     rows = db.sql("SELECT * EXCEPT (task) FROM {rows}", rows=rows)
-    task = FetchTask(cfg, kept, partitions, seconds_left)
+    budgets: tuple[int, ...] = ()
+    if known is not None:
+        fetched = db.table("fetches", f"gen = {gen}", columns=["host"])
+        owned = db.sql(owned_known_slots(cfg, partitions), known=known, fetches=fetched)
+        rows = db.sql(
+            "SELECT * FROM {rows} UNION ALL SELECT * FROM {owned}", rows=rows, owned=owned
+        )
+        budgets = new_slot_budgets(db, cfg, partitions, known, fetched)
+    task = FetchTask(cfg, kept, partitions, seconds_left, budgets)
     return db.map_partitions(rows, task, RESULT_SCHEMA, partitions, by="part")
+
+
+def new_slot_budgets(
+    db: Db, cfg: Config, partitions: int, known: Rel, fetched: Rel
+) -> tuple[int, ...]:
+    """Per task, the URLs it may still fetch from new hosts in this generation: its share of
+    fetch.new_host_urls less what earlier slices' tasks of its number fetched from them."""
+    share = -(-cfg.fetch.new_host_urls // partitions)
+    used = {
+        int(r["part"]): int(r["urls"])
+        for r in db.collect(db.sql(new_slot_urls(cfg, partitions), known=known, fetches=fetched))
+    }
+    return tuple(max(0, share - used.get(p, 0)) for p in range(partitions))
 
 
 @dataclasses.dataclass

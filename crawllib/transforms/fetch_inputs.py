@@ -26,6 +26,7 @@ from crawllib.store.schemas import (
     PAGES,
     ROBOTS,
     SITEMAPS,
+    S,
     Struct,
     T,
     select_list,
@@ -69,7 +70,12 @@ def _input_row(kept: dict[str, str], struct: str | None = None, value: str = "NU
             if c in kept
             else f"CAST(NULL AS {FETCHLIST[c].type.ddl}) AS `{c}`"
         )
-    for c, schema in (("robots", ENGINE_ROBOTS), ("follow", FOLLOW), ("host_state", ENGINE_HOSTS)):
+    for c, schema in (
+        ("robots", ENGINE_ROBOTS),
+        ("follow", FOLLOW),
+        ("host_state", ENGINE_HOSTS),
+        ("known_slot", S),
+    ):
         out.append(f"{value} AS `{c}`" if c == struct else f"CAST(NULL AS {schema.ddl}) AS `{c}`")
     return ", ".join(out)
 
@@ -277,6 +283,54 @@ def with_task(
             f"{limit} THEN concat('address ', _address) ELSE slot END AS task FROM ({slotted})"
         )
     return f"SELECT *, crawl_partition(task, {partitions}) AS part FROM ({tasked})"
+
+
+def _slot_of_host(cfg: Config) -> str:
+    """The politeness slot of a row's host (politeness.key host or domain) as SQL."""
+    return "crawl_domain(host)" if cfg.politeness.key == "domain" else "host"
+
+
+def known_slots(cfg: Config, crawldb: str = "{crawldb}") -> str:
+    """The slot keys crawldb knows, once each: its hosts (politeness.key = domain: their
+    registered domains). In: crawldb (host, domain). Out: slot. A distinct of one column of
+    the whole table: read once per fetch run, not per slice."""
+    slot = "coalesce(domain, crawl_domain(host))" if cfg.politeness.key == "domain" else "host"
+    return f"SELECT DISTINCT {slot} AS slot FROM {crawldb}"
+
+
+def _fetched_slots(cfg: Config, fetches: str) -> str:
+    return f"SELECT {_slot_of_host(cfg)} AS slot FROM {fetches}"
+
+
+def owned_known_slots(
+    cfg: Config, partitions: int, known: str = "{known}", fetches: str = "{fetches}"
+) -> str:
+    """The fetch input's rows that tell each task which slots are not new: one per slot key
+    crawldb (``known``: :func:`known_slots`) or the generation's fetches so far (host) know,
+    for the task its own key gives it (crawl_partition of the key: a new slot's task). A
+    slot followed in an earlier slice is known from then on, so no two slices' tasks take it.
+    Every task gets its keys, one with no URL in the slice too (it ignores them): a filter
+    on the tasks that have URLs would read the slice's fetch input, the stage's costliest
+    query (crawldb's known url_keys per slot), a second time in every slice. Out:
+    INPUT_COLUMNS with only known_slot set, and part."""
+    keys = f"SELECT slot FROM {known} UNION SELECT slot FROM ({_fetched_slots(cfg, fetches)})"
+    return (
+        f"SELECT {_input_row({}, 'known_slot', 'slot')}, "
+        f"crawl_partition(slot, {partitions}) AS part FROM ({keys}) WHERE slot IS NOT NULL"
+    )
+
+
+def new_slot_urls(
+    cfg: Config, partitions: int, known: str = "{known}", fetches: str = "{fetches}"
+) -> str:
+    """The generation's fetches so far of slots crawldb does not know (``known``:
+    :func:`known_slots`), that is URLs followed to new hosts, per task (crawl_partition of
+    the slot: its owner). In: fetches (host). Out: part, urls."""
+    return (
+        f"SELECT crawl_partition(f.slot, {partitions}) AS part, count(*) AS urls FROM "
+        f"({_fetched_slots(cfg, fetches)}) f LEFT ANTI JOIN {known} k ON f.slot = k.slot "
+        "GROUP BY 1"
+    )
 
 
 def _table_columns(table: Struct, renamed: dict[str, str] | None = None, **given: str) -> str:

@@ -54,6 +54,9 @@ def _config(spark_cfg, web):
         fetch__max_attempts=2,
         robots__retry_seconds=3600.0,
         storage__fetch_slices=2,
+        # links followed within their page's slot only: across hosts, which page's link is
+        # followed first is a matter of timing (its source, a depth a later generation lowers)
+        fetch__follow_other_hosts=False,
     )
 
 

@@ -1,6 +1,6 @@
-"""Same-slot following inside a generation, end to end: a crawl that follows fetches every page
-the rules allow, in fewer generations than depth levels, each URL once; every followed URL is
-recorded as if plan had chosen it (a fetches row, a crawldb row, a frontier row of its
+"""In-task following inside a generation (to the task's slots and the new hosts it owns), end to
+end: a crawl that follows fetches every page the rules allow, in fewer generations than depth
+levels, each URL once; every followed URL is recorded as if plan had chosen it (a fetches row, a crawldb row, a frontier row of its
 generation with its source and depth). With following off, each depth level takes a generation
 of its own (tests/spark/test_fetch_stage.py runs the fetch stage that way)."""
 
@@ -30,6 +30,9 @@ STATUSES = {
     "redirect": {"redirected"},
     "http_error": {"gone", "failed", "dead"},
     "robots_denied": {"robots_denied"},
+    # a link to a new host the task owns is followed; the network guard refuses an unsafe one
+    # as it would a planned URL
+    "blocked": {"blocked"},
 }
 
 
