@@ -149,6 +149,7 @@ def text_columns(seed: F.Column, noindex: F.Column) -> dict[str, F.Column]:
         "tdm_reserved": F.lit(False),
         "canonical_url": F.lit(None),
         "quality": F.lit(None),  # the signals are the extraction's: none for a made-up text
+        "non_document": F.lit(None),
     }
 
 

@@ -22,6 +22,9 @@ Choices:
 - ``quality`` holds the text's quality signals (`crawllib.content.quality`: datatrove's
   Gopher, C4 and FineWeb rules), computed here while the text is in memory; None for a page
   without text (none found, noindex, failed).
+- ``non_document`` says why a page is not a document, from its title and main text
+  (`crawllib.content.nondocument`: a 200 "page not found", a parked domain, a server's default
+  page), else None; a noindex page is judged on what it would have kept.
 - An unclosed <title> is closed before the next tag: parsers (browsers too) would otherwise
   read the whole page as the title and find neither text nor links.
 - No regular expression with unbounded repetition meets a body where it could backtrack over
@@ -63,6 +66,7 @@ from crawllib.config import Config
 from crawllib.content.directives import base_url, headers_tdm_reserved, page_directives, rel_tokens
 from crawllib.content.hashing import content_hash, simhash64
 from crawllib.content.language import detect_language
+from crawllib.content.nondocument import non_document
 from crawllib.content.quality import quality_signals
 from crawllib.core.records import Extracted, Link
 from crawllib.core.urls import InvalidURL, host_of, normalize_url, url_key
@@ -117,7 +121,8 @@ def extract_page(
     Out: dict with title, text, language (primary subtag, lowercase: "en"),
     language_detected (of the text, `crawllib.content.language.detect_language`), text_chars,
     content_hash (hex SHA-256 of text), simhash (signed 64-bit), quality (its
-    `crawllib.content.quality.quality_signals`), error (None or
+    `crawllib.content.quality.quality_signals`), non_document (`crawllib.content.nondocument`),
+    error (None or
     "ExceptionType: message"), directives (robots directives for us, sorted), tdm_reserved,
     canonical_url (normalised or None) and links: list of (normalised dst URL, anchor text).
     A failed page has directives [] and canonical_url None; its tdm_reserved is what the
@@ -146,6 +151,7 @@ def failed_page(
         "content_hash": None,
         "simhash": None,
         "quality": None,
+        "non_document": None,
         "error": error[:1000],
         "directives": [],
         "tdm_reserved": reserved,
@@ -190,6 +196,7 @@ def record_of(page: Mapping[str, Any]) -> Extracted:
         "content_hash": page["content_hash"],
         "simhash": page["simhash"],
         "quality": page["quality"],
+        "non_document": page["non_document"],
         "error": page["error"],
         "directives": page["directives"],
         "tdm_reserved": page["tdm_reserved"],
@@ -240,8 +247,9 @@ def _extract(
         )
         or ""
     )
+    title = page_title(tree)
     return {
-        "title": None if noindex else page_title(tree),
+        "title": None if noindex else title,
         "text": None if noindex else text,
         "language": page_language(tree),
         "language_detected": detect_language(text),
@@ -249,6 +257,7 @@ def _extract(
         "content_hash": content_hash(text) if text else None,
         "simhash": simhash64(text) if text else None,
         "quality": None if noindex else quality_signals(text),
+        "non_document": non_document(title, text),
         "error": None,
         **asks,
         "links": links,

@@ -112,6 +112,7 @@ class Extracted(TypedDict):
     content_hash: str | None
     simhash: int | None
     quality: Quality | None
+    non_document: str | None
     error: str | None
     directives: list[str]
     tdm_reserved: bool

@@ -100,6 +100,14 @@ class DuplicateKind:
     SOFT_404: Final = "soft_404"  # its text is its host's answer to a missing page (a probe)
 
 
+class NonDocument:
+    """``texts.non_document``: why a page is not a document (crawllib.content.nondocument)."""
+
+    SOFT_404: Final = "soft_404"  # it says the page is missing (a 200 "page not found")
+    PARKED: Final = "parked"  # a parked or for-sale domain
+    PLACEHOLDER: Final = "placeholder"  # a server's default page, "under construction"
+
+
 # Marks a page gets from what it or its host says, not from an earlier copy: such a page is
 # never the first copy of another.
 STATED_DUPLICATES: Final = (DuplicateKind.CANONICAL, DuplicateKind.SOFT_404)

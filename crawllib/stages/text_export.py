@@ -59,16 +59,17 @@ class ShardTask:
 
 def documents(db: Db, filters: Filters) -> Rel:
     """The relation of the documents to export (lazy)."""
+    # the generations' partitions only; the texts read as a stream: an export reads them whole
+    gens = f"gen IN ({', '.join(map(str, filters.gens))})" if filters.gens else None
+    texts = db.table("texts", where=gens, stream=True)
     query = text_export.documents(
         filters.gens,
         filters.languages,
         filters.predicate,
         filters.one_per_cluster,
         filters.include_reserved,
+        non_documents_marked="non_document" in db.columns(texts),
     )
-    # the generations' partitions only; the texts read as a stream: an export reads them whole
-    gens = f"gen IN ({', '.join(map(str, filters.gens))})" if filters.gens else None
-    texts = db.table("texts", where=gens, stream=True)
     pages = db.table("pages", where=gens, columns=["gen", "url_key", "fetched_at"])
     return db.sql(query, texts=texts, pages=pages)
 

@@ -277,6 +277,7 @@ QUALITY = struct_of(
 EXTRACTED = struct_of(
     *EXTRACTED_TEXT,
     ("quality", QUALITY),
+    ("non_document", S),
     ("error", S),
     *PAGE_DIRECTIVES,
     ("links", Array(LINK)),
@@ -298,9 +299,11 @@ TEXTS = struct_of(
     ("duplicate_kind", S),
     ("error", S),
     *PAGE_DIRECTIVES,
-    # last: a table made before it has it added at its end (crawllib.store.embedded,
+    # last: a table made before them has them added at its end (crawllib.store.embedded,
     # crawllib.store.tables)
     ("quality", QUALITY),
+    # why the page is not a document (crawllib.core.vocab.NonDocument), else null
+    ("non_document", S),
 )
 
 # Outbound links, one per (src_key, dst_key). slice: as in texts.

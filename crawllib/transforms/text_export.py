@@ -5,6 +5,8 @@ chosen (the version a revisit stored last, as the view ``latest_texts``), then k
 
 - it has text: no extraction error, a text that is not empty;
 - it is no soft 404 (its text is its host's answer to a missing page);
+- it is a document: ``non_document`` is null (not a 200 "page not found", a parked domain or a
+  server's default page, crawllib.content.nondocument), where texts has that column;
 - with ``one_per_cluster``, it is the first copy of its cluster: ``duplicate_of IS NULL``
   (exact and near copies, and pages naming another URL their canonical, point to the first
   copy, which is kept);
@@ -94,8 +96,10 @@ def documents(
     predicate: str | None = None,
     one_per_cluster: bool = True,
     include_reserved: bool = False,
+    non_documents_marked: bool = True,
 ) -> str:
-    """The query (module docstring) over ``{texts}`` and ``{pages}``. gens: None for all."""
+    """The query (module docstring) over ``{texts}`` and ``{pages}``. gens: None for all;
+    non_documents_marked: texts has the column non_document (a root made before it has not)."""
 
     def chosen(alias: str = "") -> str:
         return is_in(f"{alias}gen", list(gens)) if gens is not None else "TRUE"
@@ -106,6 +110,8 @@ def documents(
         "text <> ''",
         f"coalesce(duplicate_kind, '') <> {lit(DuplicateKind.SOFT_404)}",
     ]
+    if non_documents_marked:
+        keep.append("non_document IS NULL")
     if one_per_cluster:
         keep.append("duplicate_of IS NULL")
     if not include_reserved:

@@ -154,6 +154,7 @@ def test_fetch_writes_tables_politely_and_reruns_fetch_nothing_twice(web, crawl)
     assert all(r["text_chars"] > 0 and r["duplicate_of"] is None for r in texts.values())
     assert all(r["quality"] == quality_signals(r["text"]) for r in texts.values())
     assert all(r["quality"]["gopher_words"] > 0 for r in texts.values())
+    assert all(r["non_document"] is None for r in texts.values())  # articles, every one
     links = read(db, "links")
     assert {r["src_url"] for r in links} == set(texts)
     assert all(r["slice"] == texts[r["src_url"]]["slice"] for r in links)

@@ -59,6 +59,9 @@ DOCS: dict[str, dict] = {
     "failed": {"text": None, "error": "ValueError: no main text"},
     "empty": {"text": ""},
     "soft": {"text": "Page not found", "duplicate_kind": "soft_404", "dup": "probe"},
+    # pages that say they are no document (crawllib.content.nondocument)
+    "gone": {"text": "Sorry, this page does not exist.", "non_document": "soft_404"},
+    "parked": {"text": LONG_EN + " parked", "non_document": "parked"},
     # revisited: gen 2 holds its latest text
     "old": {"text": LONG_EN + " first version", "language_detected": "en"},
     "old@2": {"text": LONG_EN + " second version", "language_detected": "en"},
@@ -87,6 +90,7 @@ def texts_row(name: str, cols: dict) -> dict:
         "directives": cols.get("directives", []),
         "tdm_reserved": cols.get("tdm_reserved", False),
         "quality": quality_signals(text) if text else None,
+        "non_document": cols.get("non_document"),
     }
 
 
@@ -183,7 +187,8 @@ def test_reserved_pages_and_copies_only_when_asked(root, tmp_path):
     assert export(root, out, "--include-reserved", "--no-one-per-cluster") == 0
     docs = parquet_docs(out)
     extra = {f"1/{key(n)}" for n in ("tdm", "noai", "b")}
-    assert set(docs) == DEFAULT | extra  # never a failed, empty or soft-404 text
+    # never a failed, empty or soft-404 text, nor a page that is no document
+    assert set(docs) == DEFAULT | extra
     assert docs[f"1/{key('tdm')}"].metadata["tdm_reserved"] is True
     assert docs[f"1/{key('b')}"].metadata["cluster"] == key("a")
     assert export(root, out, "--include-reserved") == 0

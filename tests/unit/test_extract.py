@@ -192,6 +192,7 @@ def test_empty_body_is_a_recorded_error(body):
         "content_hash": None,
         "simhash": None,
         "quality": None,
+        "non_document": None,
         "error": "ExtractError: empty body",
         "directives": [],
         "tdm_reserved": False,
