@@ -174,6 +174,7 @@ def texts_rows(crawldb: DataFrame) -> DataFrame:
                 surt=F.lit(None),
                 duplicate_of=F.when(copy, F.col("_first.url_key")),
                 duplicate_kind=F.when(copy, F.lit(DuplicateKind.EXACT)),
+                cluster=F.when(copy, F.col("_first.url_key")).otherwise(F.col("url_key")),
             )
         )
     )

@@ -19,6 +19,8 @@ from crawllib.store.db import ONCE_PER_GEN, Rel
 from crawllib.transforms.aliases import ALIASES_UPDATE, alias_counts, alias_hosts
 from crawllib.transforms.parse import (
     MARK_COLUMNS,
+    cluster_chains,
+    cluster_steps,
     key_collisions,
     links_table,
     mark_canonical,
@@ -58,8 +60,8 @@ def unmarked(texts: str = "{texts}") -> str:
 
 
 def duplicate_marks(run: StageRun, texts: Rel) -> Rel:
-    """The duplicate marks of gen's texts (url_key, duplicate_of, duplicate_kind of the
-    duplicates), judged against earlier generations only, computed once and kept.
+    """The duplicate marks of gen's texts (url_key, duplicate_of, duplicate_kind and cluster of
+    the duplicates), judged against earlier generations only, computed once and kept.
 
     Marked on MARK_COLUMNS only, then joined back to the rows: the text never goes through
     the duplicate joins or a cache of its own. Near-duplicate marking reads its input three
@@ -77,6 +79,8 @@ def duplicate_marks(run: StageRun, texts: Rel) -> Rel:
             "text_chars",
             "error",
             "duplicate_kind",
+            "duplicate_of",
+            "cluster",
         ],
     )
     probes = db.table("probes", f"gen <= {run.gen}")
@@ -101,9 +105,12 @@ def duplicate_marks(run: StageRun, texts: Rel) -> Rel:
             texts_prior=prior,
         )
     )
-    db.drop(exact)
-    db.drop(narrow)
-    return marks
+    # each copy's cluster: kept, as the chains read it once per pass
+    steps = db.keep(db.sql(cluster_steps(), marks=marks, texts_prior=prior, texts_gen=narrow))
+    clustered = db.keep(db.sql(cluster_chains(), steps=steps))
+    for rel in (steps, marks, exact, narrow):
+        db.drop(rel)
+    return clustered
 
 
 def write_texts(

@@ -68,7 +68,7 @@ def documents(db: Db, filters: Filters) -> Rel:
         filters.predicate,
         filters.one_per_cluster,
         filters.include_reserved,
-        non_documents_marked="non_document" in db.columns(texts),
+        texts_columns=db.columns(texts),
     )
     pages = db.table("pages", where=gens, columns=["gen", "url_key", "fetched_at"])
     return db.sql(query, texts=texts, pages=pages)

@@ -304,6 +304,9 @@ TEXTS = struct_of(
     ("quality", QUALITY),
     # why the page is not a document (crawllib.core.vocab.NonDocument), else null
     ("non_document", S),
+    # url_key of the first copy of its cluster of duplicates (its own for a first copy),
+    # crawllib.transforms.parse.cluster_chains
+    ("cluster", L),
 )
 
 # Outbound links, one per (src_key, dst_key). slice: as in texts.

@@ -30,7 +30,7 @@ from crawllib.transforms.sqltext import is_in, lit
 
 def texts_of(extracted: str = "{extracted}") -> str:
     """Extracted pages -> rows of the texts table, not yet marked as duplicates."""
-    blank = {"duplicate_of": "NULL", "duplicate_kind": "NULL"}
+    blank = {"duplicate_of": "NULL", "duplicate_kind": "NULL", "cluster": "url_key"}
     return f"SELECT {select_list(TEXTS, **blank)} FROM {extracted}"
 
 
@@ -230,14 +230,64 @@ def mark_near_duplicates(
     return f"SELECT {_marked(columns, '_first', DuplicateKind.NEAR)} FROM ({joined})"
 
 
+CLUSTER_PASSES = 3  # copies of copies within one generation followed this deep
+
+
+def cluster_steps(
+    marks: str = "{marks}", texts_prior: str = "{texts_prior}", texts_gen: str = "{texts_gen}"
+) -> str:
+    """A generation's duplicate marks -> the same with ``cluster``, one step along the chain
+    of copies: the cluster of the copy each ``duplicate_of`` names, looked up in gen first (a
+    row of gen is what that page is now: unmarked, a first copy, its own cluster; marked, a
+    copy itself, which :func:`cluster_chains` follows), else in its latest earlier row, else
+    it is the cluster itself (a canonical URL not fetched yet).
+
+    In: marks (url_key, duplicate_of, duplicate_kind of gen's duplicates); texts_prior (gen,
+    url_key, duplicate_of, cluster of earlier generations; cluster is null in rows written
+    before the column: their cluster is their duplicate_of, else themselves); texts_gen
+    (url_key of gen's texts). Out: url_key, duplicate_of, duplicate_kind, cluster."""
+    earlier = (
+        "SELECT url_key AS _key, max_by(coalesce(cluster, duplicate_of, url_key), gen) AS _root "
+        f"FROM ({rows_of(texts_prior, marks, key='duplicate_of')}) GROUP BY url_key"
+    )
+    current = f"SELECT DISTINCT url_key AS _key FROM {texts_gen}"
+    return (
+        "SELECT m.url_key, m.duplicate_of, m.duplicate_kind, CASE WHEN c._key IS NOT NULL "
+        "THEN m.duplicate_of ELSE coalesce(e._root, m.duplicate_of) END AS cluster "
+        f"FROM {marks} m LEFT JOIN ({current}) c ON c._key = m.duplicate_of "
+        f"LEFT JOIN ({earlier}) e ON e._key = m.duplicate_of"
+    )
+
+
+def cluster_chains(passes: int = CLUSTER_PASSES, steps: str = "{steps}") -> str:
+    """:func:`cluster_steps`'s rows -> the same with each cluster followed through the
+    generation's own copies ``passes`` deep: the ``cluster`` of every copy, across generations
+    and hosts, is the url_key of the first copy at the end of its chain (a near copy of a near
+    copy, an exact copy of a page naming its canonical ...). Deeper chains within one
+    generation end at the copy reached. The first copy of a cluster is its own cluster
+    (:func:`with_duplicate_marks`). In and out: url_key, duplicate_of, duplicate_kind,
+    cluster."""
+    cluster = "s.cluster"
+    joins = []
+    for n in range(1, passes):
+        joins.append(f"LEFT JOIN {steps} s{n} ON s{n}.url_key = {cluster}")
+        cluster = f"coalesce(s{n}.cluster, {cluster})"
+    return (
+        f"SELECT s.url_key, s.duplicate_of, s.duplicate_kind, {cluster} AS cluster "
+        f"FROM {steps} s {' '.join(joins)}"
+    )
+
+
 def with_duplicate_marks(texts: str = "{texts}", marks: str = "{marks}") -> str:
-    """Texts rows (one generation, not marked) -> the same rows with their duplicate marks.
-    In: texts columns; marks (url_key, duplicate_of, duplicate_kind) of the rows that are
-    duplicates. Out: texts columns."""
+    """Texts rows (one generation, not marked) -> the same rows with their duplicate marks and
+    cluster (a first copy is its own). In: texts columns; marks (url_key, duplicate_of,
+    duplicate_kind, cluster: :func:`cluster_chains`) of the rows that are duplicates. Out:
+    texts columns."""
     given = {
         **{n: f"t.`{n}`" for n in TEXTS.names},
         "duplicate_of": "m.duplicate_of",
         "duplicate_kind": "m.duplicate_kind",
+        "cluster": "coalesce(m.cluster, t.url_key)",
     }
     return (
         f"SELECT {select_list(TEXTS, **given)} FROM {texts} t LEFT JOIN {marks} m "

@@ -17,14 +17,16 @@ chosen (the version a revisit stored last, as the view ``latest_texts``), then k
 - the user's predicate over the texts columns holds, if given (:func:`check_predicate`).
 
 Out: text, gen, url_key, url, fetched_us (the page's fetch time, microseconds since the epoch,
-UTC), language, language_detected, quality, cluster (``duplicate_of``, else its own url_key),
+UTC), language, language_detected, quality, cluster (the first copy of its cluster of
+duplicates: ``cluster``, else, in rows written before that column, ``duplicate_of``, else its
+own url_key),
 tdm_reserved.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from crawllib.core.vocab import Directive, DuplicateKind
@@ -96,10 +98,11 @@ def documents(
     predicate: str | None = None,
     one_per_cluster: bool = True,
     include_reserved: bool = False,
-    non_documents_marked: bool = True,
+    texts_columns: Collection[str] = TEXTS.names,
 ) -> str:
     """The query (module docstring) over ``{texts}`` and ``{pages}``. gens: None for all;
-    non_documents_marked: texts has the column non_document (a root made before it has not)."""
+    texts_columns: the columns texts has (a root made before non_document or cluster has
+    not)."""
 
     def chosen(alias: str = "") -> str:
         return is_in(f"{alias}gen", list(gens)) if gens is not None else "TRUE"
@@ -110,8 +113,11 @@ def documents(
         "text <> ''",
         f"coalesce(duplicate_kind, '') <> {lit(DuplicateKind.SOFT_404)}",
     ]
-    if non_documents_marked:
+    if "non_document" in texts_columns:
         keep.append("non_document IS NULL")
+    cluster = "coalesce(t.cluster, t.duplicate_of, t.url_key)"
+    if "cluster" not in texts_columns:
+        cluster = "coalesce(t.duplicate_of, t.url_key)"
     if one_per_cluster:
         keep.append("duplicate_of IS NULL")
     if not include_reserved:
@@ -133,7 +139,7 @@ def documents(
         f"WHERE {chosen()} GROUP BY gen, url_key) "
         "SELECT t.text, t.gen, t.url_key, t.url, unix_micros(p.fetched_at) AS fetched_us, "
         "coalesce(t.language_detected, t.language) AS language, t.language_detected, "
-        "t.quality, coalesce(t.duplicate_of, t.url_key) AS cluster, "
+        f"t.quality, {cluster} AS cluster, "
         "coalesce(t.tdm_reserved, FALSE) AS tdm_reserved "
         "FROM t LEFT JOIN fetched p ON p.gen = t.gen AND p.url_key = t.url_key"
     )

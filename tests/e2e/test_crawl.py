@@ -209,6 +209,23 @@ def test_mirrors_and_near_duplicates_point_at_the_first_copy(crawl):
         ), r
 
 
+def test_every_copy_shares_the_cluster_of_its_first_copy(crawl):
+    rows = sql(
+        crawl["root"],
+        """
+        SELECT t.gen, t.url_key, t.cluster, t.duplicate_of, count(f.duplicate_of) AS copied
+        FROM texts t LEFT JOIN texts f ON f.url_key = t.duplicate_of AND f.gen <= t.gen
+        GROUP BY t.gen, t.url_key, t.cluster, t.duplicate_of""",
+    )
+    assert rows and all(r["cluster"] is not None for r in rows)
+    assert any(r["duplicate_of"] is not None for r in rows)
+    for r in rows:
+        if r["duplicate_of"] is None:
+            assert r["cluster"] == r["url_key"], r  # a first copy is its own cluster
+        elif not r["copied"]:  # a copy of a page that never was a copy: that page
+            assert r["cluster"] == r["duplicate_of"], r
+
+
 def test_robots_directives_canonicals_and_tdm_opt_outs_are_recorded(crawl):
     # directives.org: the pages whose links the truth does not follow (nofollow) are never
     # requested (test_every_expected_page_is_fetched_exactly_once); here, what is recorded

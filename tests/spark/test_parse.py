@@ -146,6 +146,51 @@ def test_exact_and_near_duplicates_first_copy_wins(db, spark_cfg, columns):
         assert texts[20]["text"] == edited and texts[100]["error"] == "ExtractError: empty body"
 
 
+def test_clusters_follow_copies_of_copies_across_generations(db):
+    """Each copy's cluster is the first copy at the end of its chain: through earlier
+    generations' clusters (and, in rows written before the column, their duplicate_of), and
+    through the generation's own copies up to CLUSTER_PASSES deep."""
+    old = {**text_row(1, 53, "x"), "duplicate_of": 50, "duplicate_kind": "exact"}  # no cluster
+    prior_rows = [
+        {**text_row(1, 50, "a"), "cluster": 50},
+        {**text_row(1, 51, "b"), "duplicate_of": 50, "duplicate_kind": "near", "cluster": 50},
+        old,
+        {**text_row(1, 54, "c")},  # a first copy written before the column
+        {**text_row(1, 60, "d"), "duplicate_of": 50, "duplicate_kind": "near", "cluster": 50},
+    ]
+    marks = {  # gen 2: url_key -> duplicate_of, and the cluster it must get
+        10: (51, 50),  # an exact copy of a near copy: the near copy's cluster
+        11: (53, 50),  # a copy of a row without a cluster: that row's duplicate_of
+        12: (54, 54),  # a copy of a first copy without a cluster: the first copy
+        20: (21, 21),  # a copy of a page of this generation that is a first copy now
+        22: (23, 50),  # a copy of a copy in this generation, whose chain goes to gen 1
+        24: (25, 50),  # three copies deep in this generation
+        25: (26, 50),
+        26: (51, 50),
+        30: (99, 99),  # a page naming a canonical URL not fetched yet
+        40: (60, 60),  # 60 was a copy in gen 1 and is a first copy in gen 2: this gen wins
+        23: (51, 50),
+    }
+    prior = rel(db, TEXTS, prior_rows)
+    mark_rows = rel(
+        db,
+        struct_of(("url_key", L), ("duplicate_of", L), ("duplicate_kind", S)),
+        [
+            {"url_key": k, "duplicate_of": of, "duplicate_kind": "exact"}
+            for k, (of, _) in marks.items()
+        ],
+    )
+    gen_keys = rel(db, struct_of(("url_key", L)), [{"url_key": k} for k in [*marks, 21, 60]])
+    steps = db.sql(parse.cluster_steps(), marks=mark_rows, texts_prior=prior, texts_gen=gen_keys)
+    rows = db.collect(db.sql(parse.cluster_chains(), steps=steps))
+    assert {r["url_key"]: (r["duplicate_of"], r["cluster"]) for r in rows} == marks
+    # a first copy is its own cluster; a copy gets its mark's
+    texts = rel(db, TEXTS, [text_row(2, k, "t") for k in [*marks, 21, 60]])
+    marked = by(db.collect(db.sql(parse.with_duplicate_marks(), texts=texts, marks=steps)))
+    assert marked[21]["cluster"] == 21 and marked[60]["cluster"] == 60
+    assert marked[10]["cluster"] == 50 and marked[10]["duplicate_of"] == 51
+
+
 def extracted_rows(db, pages):
     """pages: [(url_key, url, depth, [(dst_url, anchor), ...])] -> extracted pages (what
     ExtractTask yields), as a relation."""

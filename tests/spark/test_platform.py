@@ -130,7 +130,7 @@ def test_merge_marks_replaced_rows_with_deletion_vectors_and_init_upgrades_old_t
 
 # Columns added to fetches, pages and texts after their first release (in the middle of the
 # tables' schemas: an older table has them at its end).
-ADDED = {"domain", "surt", "language_detected", "quality", "non_document"}
+ADDED = {"domain", "surt", "language_detected", "quality", "non_document", "cluster"}
 # a texts row's quality signals, as a value of its struct column
 QUALITY_VALUE = tuple(
     (quality_signals("A short text. It has two lines.\nAnd this is the second one.") or {})[n]
@@ -179,6 +179,7 @@ def old_tables_get_new_columns(spark, db):
             "language_detected": "en",
             "quality": QUALITY_VALUE,
             "non_document": "parked",
+            "cluster": 2,
         }
         tables.append(
             spark.createDataFrame([tuple(new.get(f) for f in schema.fieldNames())], schema),
