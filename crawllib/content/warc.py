@@ -206,8 +206,9 @@ def capturefields(capture: Capture) -> bytes:
 
 def capture_records(
     capture: Capture, user_agent: str, warcinfo_id: str | None = None
-) -> list[tuple[str, bytes]]:
-    """The request, response and metadata records of one capture: (WARC-Type, gzip member)."""
+) -> list[tuple[str, bytes, str]]:
+    """The request, response and metadata records of one capture: (WARC-Type, gzip member,
+    WARC-Record-ID)."""
     date = warc_date(capture.fetched_at)
     ids = {kind: new_record_id() for kind in ("request", "response", "metadata")}
 
@@ -246,7 +247,7 @@ def capture_records(
         ),
     }
     return [
-        (kind, record(kind, content_type, [*common(kind), *extra], block))
+        (kind, record(kind, content_type, [*common(kind), *extra], block), ids[kind])
         for kind, (block, content_type, extra) in parts.items()
     ]
 
@@ -275,13 +276,15 @@ class WarcWriter:
         self.report.size += len(member)
         self.report.records[kind] = self.report.records.get(kind, 0) + 1
 
-    def write(self, capture: Capture) -> tuple[int, int]:
+    def write(self, capture: Capture) -> tuple[int, int, str]:
         """Write the capture's records; return (offset, length) of its response's gzip member
-        in the file: what a reader seeks to and reads (the offset and length of a CDX line)."""
-        where = (0, 0)
-        for kind, member in capture_records(capture, self.user_agent, self.warcinfo_id):
+        in the file, what a reader seeks to and reads (the offset and length of a CDX line),
+        and the response's WARC-Record-ID."""
+        where = (0, 0, "")
+        records = capture_records(capture, self.user_agent, self.warcinfo_id)
+        for kind, member, record_id in records:
             if kind == "response":
-                where = (self.report.size, len(member))
+                where = (self.report.size, len(member), record_id)
             self._write(kind, member)
         self.report.captures += 1
         return where
@@ -294,13 +297,14 @@ def part_name(gen: int, part: int, seq: int = 0) -> str:
 
 @dataclass(frozen=True)
 class Written:
-    """One capture written: its file's name and where its response record lies in that file
-    (offset and length of the gzip member)."""
+    """One capture written: its file's name, where its response record lies in that file
+    (offset and length of the gzip member) and that record's WARC-Record-ID."""
 
     capture: Capture
     filename: str
     offset: int
     length: int
+    record_id: str
 
 
 def write_files(
@@ -346,8 +350,8 @@ def write_files(
                 handle = open(path + ".part", "wb")
                 writer = WarcWriter(handle, filename, user_agent, info)
                 writer.report.path = path
-            offset, length = writer.write(capture)
-            yield Written(capture, filename, offset, length)
+            offset, length, record_id = writer.write(capture)
+            yield Written(capture, filename, offset, length, record_id)
             if writer.report.size >= max_bytes:
                 close()
                 writer, handle, seq = None, None, seq + 1

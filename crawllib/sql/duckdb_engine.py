@@ -35,7 +35,7 @@ from crawllib.config import Config
 from crawllib.core.errors import EngineUnavailable, QueryRefused
 from crawllib.core.vocab import LATER_TABLES, TABLE_NAMES
 from crawllib.sql.duckdb_tree import columns_used, relations_read, syntax_tree
-from crawllib.sql.views import ONLY_QUERIES, VIEWS, view_sql
+from crawllib.sql.views import ONLY_QUERIES, VIEW_COLUMNS, VIEWS, view_sql
 from crawllib.store import dialect
 from crawllib.store.deltars import DeltaScan, table_location
 
@@ -101,6 +101,9 @@ def run_query(
         for name in names:
             if name in TABLE_NAMES:
                 con.register(name, DeltaScan(f"{location}/{name}", options, columns))
+        for name in names:
+            if name in VIEW_COLUMNS:
+                _has_view_columns(location, options, name)
         for name in names:
             if name in VIEWS:
                 con.execute(f"CREATE TEMP VIEW {name} AS {view_sql(name, root, cfg)}")
@@ -304,6 +307,22 @@ def _present(
     if shows:
         return [*(n for n in TABLE_NAMES if n not in lacking), *VIEWS]
     return [n for n in (*TABLE_NAMES, *VIEWS) if n in named]
+
+
+def _has_view_columns(location: str, options: dict[str, str], view: str) -> None:
+    """QueryRefused when a root made by an older crawllib lacks a column view ``view`` reads
+    (VIEW_COLUMNS), rather than DuckDB's binder error."""
+    from deltalake import DeltaTable
+
+    table, column = VIEW_COLUMNS[view]
+    names = {
+        f.name for f in DeltaTable(f"{location}/{table}", storage_options=options).schema().fields
+    }
+    if column not in names:
+        raise QueryRefused(
+            f"this crawl root's {table} table has no {column} column yet, which the view {view} "
+            "reads (made by an older crawllib: the next crawl command that writes adds it)"
+        )
 
 
 def first_line(exc: BaseException) -> str:

@@ -91,7 +91,7 @@ _CCINDEX = (
     "CAST(NULL AS STRING) AS content_mime_detected, p.charset AS content_charset, "
     "t.language_detected AS content_languages, "
     f"{_TRUNCATED} AS content_truncated, "
-    "CAST(NULL AS STRING) AS warc_record_id, "
+    "w.warc_record_id AS warc_record_id, "
     f"CASE WHEN left(w.warc_filename, length({_ARCHIVE})) = {_ARCHIVE} "
     f"THEN substr(w.warc_filename, length({_ARCHIVE}) + 1) ELSE w.warc_filename END "
     "AS warc_filename, "
@@ -171,7 +171,10 @@ VIEWS = {
 VIEW_NEEDS = {"ccindex": frozenset({"warc_index"})}
 # Later columns a view reads (view -> (table, column)): on a root whose table lacks the column
 # (an older crawllib's, until a crawl command that writes adds it) it is not defined.
-VIEW_COLUMNS = {"fineweb_passing": ("texts", "quality")}
+VIEW_COLUMNS = {
+    "fineweb_passing": ("texts", "quality"),
+    "ccindex": ("warc_index", "warc_record_id"),
+}
 
 
 def view_sql(name: str, root: str, cfg: Config) -> str:

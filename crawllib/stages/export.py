@@ -169,6 +169,7 @@ def write_partition(task: ExportTask, partition: int, rows: Iterable[Row]) -> It
                 folder.location(w.filename),
                 w.offset,
                 w.length,
+                w.record_id,
             )
 
 

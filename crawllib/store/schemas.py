@@ -498,6 +498,8 @@ WARC_INDEX = struct_of(
     ("warc_filename", S),
     ("warc_record_offset", L),
     ("warc_record_length", L),
+    # the response record's WARC-Record-ID (<urn:uuid:...>); last: an older table gains it
+    ("warc_record_id", S),
 )
 
 TABLES: dict[str, tuple[Struct, list[str]]] = {

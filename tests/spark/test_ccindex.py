@@ -68,7 +68,8 @@ def root(new_root, spark_cfg) -> str:
     archived = [
         {**stored[0], "payload_digest": "sha1:CH7IV3XAD3M7A42JARKRLJ3T5PGGCGXD",
          "warc_filename": f"{new_root}/warc/gen=0/crawl-gen0-00000-000.warc.gz",
-         "warc_record_offset": 1234, "warc_record_length": 567},
+         "warc_record_offset": 1234, "warc_record_length": 567,
+         "warc_record_id": "<urn:uuid:7a3f6b52-5b0e-4d0c-9a57-0a8c2e8f1d11>"},
         {**stored[1], "payload_digest": "sha1:AAAA", "warc_filename": "/elsewhere/x.warc.gz",
          "warc_record_offset": 0, "warc_record_length": 99},
     ]  # fmt: skip
@@ -120,7 +121,8 @@ def test_every_column_of_common_crawls_index_on_both_engines(spark, root, capsys
     assert page["content_digest"] == "CH7IV3XAD3M7A42JARKRLJ3T5PGGCGXD"
     assert (page["content_mime_type"], page["content_mime_detected"]) == ("text/html", None)
     assert (page["content_charset"], page["content_languages"]) == ("utf-8", "en")
-    assert (page["content_truncated"], page["warc_record_id"]) == (None, None)
+    assert page["content_truncated"] is None
+    assert page["warc_record_id"] == "<urn:uuid:7a3f6b52-5b0e-4d0c-9a57-0a8c2e8f1d11>"
     # relative to the archive's root (ROOT/warc by default), as Common Crawl's to its bucket
     assert page["warc_filename"] == "gen=0/crawl-gen0-00000-000.warc.gz"
     assert page["warc_location"] == f"{root}/warc/gen=0/crawl-gen0-00000-000.warc.gz"

@@ -235,10 +235,16 @@ def test_index_rows_locate_each_response_record(spark, root, capsys):
             member = f.read(row["warc_record_length"])
         assert gzip_member_count(member) == 1
         records = [
-            (r.rec_type, r.rec_headers.get_header("WARC-Target-URI"), r.raw_stream.read())
+            (
+                r.rec_type,
+                r.rec_headers.get_header("WARC-Target-URI"),
+                r.rec_headers.get_header("WARC-Record-ID"),
+                r.raw_stream.read(),
+            )
             for r in ArchiveIterator(io.BytesIO(member), check_digests="raise")
         ]
-        assert records == [("response", url, body)]
+        assert records == [("response", url, row["warc_record_id"], body)]
+        assert row["warc_record_id"].startswith("<urn:uuid:")
 
 
 def test_a_partition_per_file_of_bodies_at_most_one_per_page():

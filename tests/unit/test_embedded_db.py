@@ -305,3 +305,37 @@ def test_a_write_without_the_lease_is_refused(unheld_root, spark_cfg):
         assert db.version_of("crawldb") == 0
     finally:
         db.close()
+
+
+def test_a_view_over_a_column_an_older_root_lacks_is_refused_until_a_write_adds_it(
+    unheld_root, spark_cfg, capsys
+):
+    """ccindex reads warc_index.warc_record_id: on a root whose warc_index predates it, crawl
+    sql on DuckDB says so in one line (not a binder error); once init adds it, the view runs."""
+    import shutil
+
+    from deltalake import DeltaTable
+
+    from crawllib.cli import main
+    from crawllib.store import lease
+    from crawllib.store.arrow import arrow_schema
+
+    schema, _ = TABLES["warc_index"]
+    assert schema.names[-1] == "warc_record_id"
+    path = os.path.join(unheld_root, "warc_index")
+    shutil.rmtree(path)
+    old = arrow_schema(schema)
+    DeltaTable.create(
+        path, schema=old.remove(old.get_field_index("warc_record_id")), partition_by=["gen"]
+    )
+    query = ["sql", unheld_root, "SELECT count(*) AS n FROM ccindex", "--engine", "duckdb"]
+    assert main(query) == 2
+    err = capsys.readouterr().err
+    assert "warc_index table has no warc_record_id column yet" in err
+    assert len(err.strip().splitlines()) == 1
+    with lease.hold(unheld_root, "pytest", spark_cfg):
+        db = EmbeddedDb(unheld_root, spark_cfg)
+        db.init_tables(upgrade=True)
+        db.close()
+    assert main([*query, "--format", "csv"]) == 0
+    assert capsys.readouterr().out.split() == ["n", "0"]

@@ -216,10 +216,16 @@ def test_written_offset_and_length_are_the_response_records_gzip_member(tmp_path
         inflate.decompress(member)
         assert inflate.eof and inflate.unused_data == b""  # exactly one gzip member
         records = [
-            (r.rec_type, r.rec_headers.get_header("WARC-Target-URI"), r.raw_stream.read())
+            (
+                r.rec_type,
+                r.rec_headers.get_header("WARC-Target-URI"),
+                r.rec_headers.get_header("WARC-Record-ID"),
+                r.raw_stream.read(),
+            )
             for r in ArchiveIterator(io.BytesIO(member), check_digests="raise")
         ]
-        assert records == [("response", w.capture.url, w.capture.body)]
+        assert records == [("response", w.capture.url, w.record_id, w.capture.body)]
+    assert len({w.record_id for w in written}) == 4
 
 
 def test_write_files_no_captures_no_file(tmp_path):
