@@ -155,6 +155,9 @@ class FetchRecord(TypedDict):
     source_url: str | None  # the page whose link the task followed to this URL (fetch.follow)
     etag: str | None  # the answer's validators (ETag, Last-Modified)
     last_modified: str | None
+    mime_detected: str | None  # what the body's first bytes show (crawllib.core.sniff)
+    # the host's domain under the public suffix list's private part too (blogspot.com ...)
+    private_domain: str | None
     # requested again by a task attempt after an earlier attempt of the task, lost with its
     # executor, had requested it too (crawllib.engine.resume): in no table, counted by the stage
     refetched: bool

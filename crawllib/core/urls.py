@@ -240,6 +240,28 @@ def _extractor() -> tldextract.TLDExtract:
     return tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
 
+@functools.cache
+def _private_extractor() -> tldextract.TLDExtract:
+    return tldextract.TLDExtract(
+        suffix_list_urls=(), cache_dir=None, include_psl_private_domains=True
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def private_domain(host: str) -> str | None:
+    """The host's domain under the public suffix list's private part too, as Common Crawl's
+    url_host_private_domain ("a.example.blogspot.com" -> "example.blogspot.com"; where no
+    private suffix applies, the registered domain). None for an IP address and a host with no
+    known public suffix."""
+    host = host.lower().rstrip(".")
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return None
+    except ValueError:
+        pass
+    return _private_extractor()(host).top_domain_under_public_suffix or None
+
+
 def registered_domain(host: str) -> str:
     """Registrable domain of a host ("a.b.example.co.uk" -> "example.co.uk").
 

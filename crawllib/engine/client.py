@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from yarl import URL
 
+from crawllib.core.sniff import SNIFF_BYTES, detect_mime
 from crawllib.core.urls import InvalidURL, normalize_url
 from crawllib.core.vocab import ErrorKind, Outcome
 from crawllib.engine.budget import Share
@@ -61,6 +62,9 @@ class Fetched:
     retry_after: float | None = None
     etag: str | None = None
     last_modified: str | None = None
+    # the media type the body's first bytes show (crawllib.core.sniff), for a 2xx answer: of
+    # the body read, or of the first bytes of one not kept (an image, a PDF)
+    mime_detected: str | None = None
 
 
 @dataclass(frozen=True)
@@ -236,17 +240,34 @@ async def _take_response(
         await _discard(resp)
         return
     result.outcome = Outcome.OK
+    encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
     if limits.keep_types is not None and result.content_type is not None:
         if result.content_type not in limits.keep_types:
-            await _discard(resp)
+            read = b""
+            if encoding in ("identity", ""):  # its first bytes, what it is
+                read = await _first_piece(resp)
+                result.mime_detected = detect_mime(read[:SNIFF_BYTES])
+            await _discard(resp, len(read))
             return
-    encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding not in ("identity", "", "gzip", "x-gzip", "deflate"):
         result.outcome, result.error_kind = Outcome.ERROR, ErrorKind.UNSUPPORTED_ENCODING
         result.error_detail = encoding[:100]
         resp.close()
         return
     await _read_body(resp, encoding, limits, result, share)
+    result.mime_detected = detect_mime(result.body)
+
+
+async def _first_piece(resp: aiohttp.ClientResponse) -> bytes:
+    """The first piece of a body not kept, to tell what it is: what the connection holds, or
+    its first packet; b"" past _SNIFF_WAIT or on an error."""
+    try:
+        return await asyncio.wait_for(resp.content.readany(), _SNIFF_WAIT)
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        return b""
+
+
+_SNIFF_WAIT = 2.0  # seconds: a first piece later than this is not waited for
 
 
 async def _read_body(
@@ -346,12 +367,13 @@ class _Inflater:
         return False, self.d.unconsumed_tail
 
 
-async def _discard(resp: aiohttp.ClientResponse) -> None:
-    """Drop a body we do not want: drain it if small (keeps the connection), else close."""
+async def _discard(resp: aiohttp.ClientResponse, read: int = 0) -> None:
+    """Drop a body we do not want (``read`` bytes of it read already): drain it if small
+    (keeps the connection), else close."""
     length = resp.content_length
-    if length is not None and length <= _DRAIN_BYTES:
+    if length is not None and read <= length <= _DRAIN_BYTES:
         try:
-            await resp.content.readexactly(length)
+            await resp.content.readexactly(length - read)
             return
         except (asyncio.IncompleteReadError, aiohttp.ClientError, OSError):
             pass

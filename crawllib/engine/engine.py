@@ -91,7 +91,7 @@ from crawllib.core.records import (
     ProbeRecord,
     Resume,
 )
-from crawllib.core.urls import host_of, registered_domain, surt
+from crawllib.core.urls import host_of, private_domain, registered_domain, surt
 from crawllib.core.vocab import (
     HOST_DOWN_KINDS,
     PROBE_HEX,
@@ -1021,6 +1021,8 @@ class _Run:
             "source_url": row.get("source_url"),
             "etag": got.etag,
             "last_modified": got.last_modified,
+            "mime_detected": got.mime_detected,
+            "private_domain": private_domain(host) if host else None,
             "refetched": False,
         }
 

@@ -314,15 +314,14 @@ def _has_view_columns(location: str, options: dict[str, str], view: str) -> None
     (VIEW_COLUMNS), rather than DuckDB's binder error."""
     from deltalake import DeltaTable
 
-    table, column = VIEW_COLUMNS[view]
-    names = {
-        f.name for f in DeltaTable(f"{location}/{table}", storage_options=options).schema().fields
-    }
-    if column not in names:
-        raise QueryRefused(
-            f"this crawl root's {table} table has no {column} column yet, which the view {view} "
-            "reads (made by an older crawllib: the next crawl command that writes adds it)"
-        )
+    for table, column in VIEW_COLUMNS[view]:
+        schema = DeltaTable(f"{location}/{table}", storage_options=options).schema()
+        if column not in {f.name for f in schema.fields}:
+            raise QueryRefused(
+                f"this crawl root's {table} table has no {column} column yet, which the view "
+                f"{view} reads (made by an older crawllib: the next crawl command that writes "
+                "adds it)"
+            )
 
 
 def first_line(exc: BaseException) -> str:

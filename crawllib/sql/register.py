@@ -181,7 +181,7 @@ def _view_readable(spark: SparkSession, root: str, name: str) -> bool:
     may lack some: VIEW_NEEDS, VIEW_COLUMNS)."""
     if not all(tables.exists(spark, root, table) for table in VIEW_NEEDS.get(name, ())):
         return False
-    if name in VIEW_COLUMNS:
-        table, column = VIEW_COLUMNS[name]
-        return column in tables.read(spark, root, table).columns
-    return True
+    return all(
+        column in tables.read(spark, root, table).columns
+        for table, column in VIEW_COLUMNS.get(name, ())
+    )

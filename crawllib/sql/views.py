@@ -54,7 +54,7 @@ _REVERSED = (
 # The columns of fetches the view reads
 _FETCH = (
     "gen, slice, url_key, url, host, domain, surt, fetched_at, http_status, redirect_to, "
-    "content_type, is_truncated, error_kind"
+    "content_type, is_truncated, error_kind, mime_detected, private_domain"
 )
 _NTH = {2: "2nd", 3: "3rd", 4: "4th", 5: "5th"}
 # content_truncated: why the payload is cut short, as WARC-Truncated says (the WARC writer
@@ -76,8 +76,9 @@ _CCINDEX = (
     + "nullif(regexp_extract(c.reg_domain, '^[^.]+[.](.+)$', 1), '') "
     "AS url_host_registry_suffix, "
     "c.reg_domain AS url_host_registered_domain, "
-    "CAST(NULL AS STRING) AS url_host_private_suffix, "
-    "CAST(NULL AS STRING) AS url_host_private_domain, "
+    "nullif(regexp_extract(c.priv_domain, '^[^.]+[.](.+)$', 1), '') "
+    "AS url_host_private_suffix, "
+    "c.priv_domain AS url_host_private_domain, "
     f"{_REVERSED} AS url_host_name_reversed, "
     f"regexp_extract(c.url, '^({_SCHEME}):', 1) AS url_protocol, "
     f"CAST(nullif(regexp_extract(c.url, '^{_SCHEME}://[^/?#]*:([0-9]+)', 1), '') AS INT) "
@@ -88,7 +89,7 @@ _CCINDEX = (
     "nullif(regexp_replace(w.payload_digest, '^sha1:', ''), '') AS content_digest, "
     "nullif(lower(trim(regexp_extract(c.content_type, '^([^;]*)', 1))), '') "
     "AS content_mime_type, "
-    "CAST(NULL AS STRING) AS content_mime_detected, p.charset AS content_charset, "
+    "c.mime_detected AS content_mime_detected, p.charset AS content_charset, "
     "t.language_detected AS content_languages, "
     f"{_TRUNCATED} AS content_truncated, "
     "w.warc_record_id AS warc_record_id, "
@@ -102,7 +103,8 @@ _CCINDEX = (
     "AS subset, "
     "c.gen AS gen, c.url_key AS url_key, w.warc_filename AS warc_location "
     f"FROM (SELECT {_FETCH}, CASE WHEN host_is_ip THEN NULL ELSE host END AS host_name, "
-    "CASE WHEN host_is_ip THEN NULL ELSE domain END AS reg_domain "
+    "CASE WHEN host_is_ip THEN NULL ELSE domain END AS reg_domain, "
+    "CASE WHEN host_is_ip THEN NULL ELSE private_domain END AS priv_domain "
     f"FROM (SELECT {_FETCH}, (host LIKE '[%' OR regexp_extract(host, "
     f"'{_IPV4}', 0) <> '') AS host_is_ip FROM fetches WHERE http_status IS NOT NULL) h) c "
     "LEFT JOIN pages p ON p.gen = c.gen AND p.slice = c.slice AND p.url_key = c.url_key "
@@ -169,11 +171,11 @@ VIEWS = {
 }
 # Later tables a view reads: on a root without them (an older crawllib's) it is not defined.
 VIEW_NEEDS = {"ccindex": frozenset({"warc_index"})}
-# Later columns a view reads (view -> (table, column)): on a root whose table lacks the column
+# Later columns a view reads (view -> ((table, column), ...)): on a root whose table lacks one
 # (an older crawllib's, until a crawl command that writes adds it) it is not defined.
 VIEW_COLUMNS = {
-    "fineweb_passing": ("texts", "quality"),
-    "ccindex": ("warc_index", "warc_record_id"),
+    "fineweb_passing": (("texts", "quality"),),
+    "ccindex": (("warc_index", "warc_record_id"), ("fetches", "private_domain")),
 }
 
 

@@ -230,6 +230,10 @@ FETCHES = struct_of(
     ("source_url", S),
     ("etag", S),
     ("last_modified", S),
+    # what the body's first bytes show (crawllib.core.sniff; a 2xx answer's), and the host's
+    # domain under the public suffix list's private part too (crawllib.core.urls.private_domain)
+    ("mime_detected", S),
+    ("private_domain", S),
 )
 
 # Raw HTML of successful fetches: parse can be rerun without refetching.

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from crawllib import cli
-from crawllib.core.urls import host_of, registered_domain, surt, url_key
+from crawllib.core.urls import host_of, private_domain, registered_domain, surt, url_key
 from crawllib.sql import duckdb_engine
 from crawllib.store.embedded import EmbeddedDb
 from crawllib.store.schemas import FETCHES, PAGES, TEXTS, WARC_INDEX
@@ -41,7 +41,8 @@ def fetch(url: str, status: int | None, outcome: str = "ok", **more) -> dict:
     host = host_of(url)
     return {
         "gen": 0, "slice": 0, "url_key": url_key(url), "url": url, "host": host,
-        "domain": registered_domain(host), "surt": surt(url), "depth": 0, "outcome": outcome,
+        "domain": registered_domain(host), "private_domain": private_domain(host),
+        "surt": surt(url), "depth": 0, "outcome": outcome,
         "fetched_at": AT, "http_status": status, "content_type": "text/html; charset=utf-8",
         "is_truncated": False, **more,
     }  # fmt: skip
@@ -50,8 +51,12 @@ def fetch(url: str, status: int | None, outcome: str = "ok", **more) -> dict:
 @pytest.fixture
 def root(new_root, spark_cfg) -> str:
     fetches = [
-        fetch(PAGE, 200),
-        fetch("http://example.com/logo.png", 200, content_type="image/png"),  # not stored
+        fetch(PAGE, 200, mime_detected="text/html"),
+        # not stored; what its first bytes show
+        fetch(
+            "http://example.com/logo.png", 200, content_type="image/png", mime_detected="image/png"
+        ),
+        fetch("http://someone.blogspot.com/p.html", 200),
         fetch("http://example.com/old", 301, "redirect", redirect_to="http://example.com/new"),
         fetch("http://example.com/gone", 404, "http_error"),
         fetch("http://10.1.2.3/x", 200),
@@ -109,8 +114,8 @@ def test_every_column_of_common_crawls_index_on_both_engines(spark, root, capsys
         "url_host_5th_last_part": None,
         "url_host_registry_suffix": "co.uk",
         "url_host_registered_domain": "example.co.uk",
-        "url_host_private_suffix": None,
-        "url_host_private_domain": None,
+        "url_host_private_suffix": "co.uk",  # no private suffix applies: the public one
+        "url_host_private_domain": "example.co.uk",
         "url_host_name_reversed": "uk.co.example.www",
         "url_protocol": "http",
         "url_port": 8080,
@@ -119,7 +124,8 @@ def test_every_column_of_common_crawls_index_on_both_engines(spark, root, capsys
     }
     assert (page["fetch_status"], page["fetch_redirect"], page["subset"]) == (200, None, "warc")
     assert page["content_digest"] == "CH7IV3XAD3M7A42JARKRLJ3T5PGGCGXD"
-    assert (page["content_mime_type"], page["content_mime_detected"]) == ("text/html", None)
+    assert (page["content_mime_type"], page["content_mime_detected"]) == ("text/html", "text/html")
+    assert rows["http://example.com/logo.png"]["content_mime_detected"] == "image/png"
     assert (page["content_charset"], page["content_languages"]) == ("utf-8", "en")
     assert page["content_truncated"] is None
     assert page["warc_record_id"] == "<urn:uuid:7a3f6b52-5b0e-4d0c-9a57-0a8c2e8f1d11>"
@@ -143,6 +149,16 @@ def test_every_column_of_common_crawls_index_on_both_engines(spark, root, capsys
     assert rows["http://example.com/slow"]["content_truncated"] == "time"
     assert rows["http://example.com/cut"]["content_truncated"] == "disconnect"
     assert rows["http://example.com/old"]["fetch_redirect"] == "http://example.com/new"
+    # the public suffix list's private part: blogspot.com is a suffix there, not in ICANN's
+    blog = rows["http://someone.blogspot.com/p.html"]
+    assert (blog["url_host_registry_suffix"], blog["url_host_registered_domain"]) == (
+        "com",
+        "blogspot.com",
+    )
+    assert (blog["url_host_private_suffix"], blog["url_host_private_domain"]) == (
+        "blogspot.com",
+        "someone.blogspot.com",
+    )
 
 
 def test_subset_is_the_answers_status_as_common_crawls(spark, root, capsys):

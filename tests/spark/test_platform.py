@@ -130,7 +130,16 @@ def test_merge_marks_replaced_rows_with_deletion_vectors_and_init_upgrades_old_t
 
 # Columns added to fetches, pages and texts after their first release (in the middle of the
 # tables' schemas: an older table has them at its end).
-ADDED = {"domain", "surt", "language_detected", "quality", "non_document", "cluster"}
+ADDED = {
+    "domain",
+    "surt",
+    "language_detected",
+    "quality",
+    "non_document",
+    "cluster",
+    "mime_detected",
+    "private_domain",
+}
 # a texts row's quality signals, as a value of its struct column
 QUALITY_VALUE = tuple(
     (quality_signals("A short text. It has two lines.\nAnd this is the second one.") or {})[n]
@@ -180,6 +189,8 @@ def old_tables_get_new_columns(spark, db):
             "quality": QUALITY_VALUE,
             "non_document": "parked",
             "cluster": 2,
+            "mime_detected": "text/html",
+            "private_domain": "a.test",
         }
         tables.append(
             spark.createDataFrame([tuple(new.get(f) for f in schema.fieldNames())], schema),

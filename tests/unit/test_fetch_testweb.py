@@ -189,12 +189,15 @@ def test_non_html_is_ok_without_body(crawled):
     for path in ("/img/logo", "/files/report.pdf", "/api/data.json"):
         r = fetches[f"http://filetypes.com{path}"]
         assert (r["outcome"], r["body"], r["body_bytes"]) == ("ok", None, 0)
-        types[path] = r["content_type"]
+        types[path] = (r["content_type"], r["mime_detected"])  # said, and shown by its bytes
     assert types == {
-        "/img/logo": "image/png",
-        "/files/report.pdf": "application/pdf",
-        "/api/data.json": "application/json",
+        "/img/logo": ("image/png", "image/png"),
+        "/files/report.pdf": ("application/pdf", "application/pdf"),
+        "/api/data.json": ("application/json", "application/json"),
     }
+    page = fetches["http://charsets.net/latin1.html"]
+    assert page["mime_detected"] == "text/html"
+    assert page["private_domain"] == page["domain"] == "charsets.net"
 
 
 def test_charsets_are_reported_not_transcoded(crawled):

@@ -180,6 +180,7 @@ def test_a_request_result_is_a_fetch_record_without_the_row_identity():
         "url",
         "host",
         "domain",
+        "private_domain",
         "surt",
         "depth",
         "fetched_at",
