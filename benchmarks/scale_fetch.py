@@ -225,6 +225,7 @@ def synthetic_fetch(spark: SparkSession, root: str, spec: ScaleSpec) -> FetchRes
                     duplicate_of=F.lit(None),
                     duplicate_kind=F.lit(None),
                     surt=F.lit(None),
+                    cluster=F.col("url_key"),
                 )
             )
             writes = {"pages": pages, "texts": texts, "links": _links(ok, spec)}
@@ -238,7 +239,17 @@ def synthetic_fetch(spark: SparkSession, root: str, spec: ScaleSpec) -> FetchRes
                     spark, _hosts(fetches, gen), root, "hosts", keys=["slot"], update=HOSTS_UPDATE
                 ),
             )
-            blank = {name: F.lit(None) for name in ("ip", "retry_after", "source_url", "surt")}
+            blank = {
+                name: F.lit(None)
+                for name in (
+                    "ip",
+                    "retry_after",
+                    "source_url",
+                    "surt",
+                    "mime_detected",
+                    "private_domain",
+                )
+            }
             tables.append(fetches.select(*columns_of(FETCHES, **blank)), root, "fetches")
             counts = {r["outcome"]: r["count"] for r in rows.groupBy("outcome").count().collect()}
             slices = tables.one_row(rows.agg(F.count_distinct("slice").alias("n")))["n"]

@@ -106,6 +106,8 @@ def fetches_rows(crawldb: DataFrame) -> DataFrame:
             retry_after=F.lit(None),
             source_url=F.lit(None),
             surt=F.lit(None),
+            mime_detected=F.when(ok, F.lit("text/html")),
+            private_domain=F.lit(None),
         )
     )
 
