@@ -105,6 +105,7 @@ def bench_sites(
     scrapy: bool = True,
     shape: str = "real",
     engine: str = "embedded",
+    settings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A crawl of small sites, each host a tree of ``pages`` pages ``fanout`` children per
     page (5 and 95: every page within 3 links of its home), crawled by ``run_crawl`` on
@@ -118,7 +119,8 @@ def bench_sites(
     crawl takes several generations), plus the HARD_HOSTS (a host that throttles with
     Retry-After 3600, a URL that always fails, one that fails twice); failed URLs are retried
     a second after their attempt (Scrapy retries at once); ``tree``: every home a seed, no
-    link across hosts deeper than its source (a generation follows each site whole)."""
+    link across hosts deeper than its source (a generation follows each site whole).
+    ``settings``: more settings for our crawl (``{"fetch__partitions": 1}``)."""
     real = shape == "real"
     spec = WebSpec(
         hosts=hosts,
@@ -152,6 +154,7 @@ def bench_sites(
                 politeness__default_delay=delay,
                 crawl__max_depth=max_depth,
                 fetch__retry_backoff_seconds=1.0 if real else 600.0,
+                **(settings or {}),
             )
             db = open_root(root, cfg, engine, "bench crawl", init=False)
             out.update(run_ours(db, cfg, seeds))
