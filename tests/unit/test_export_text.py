@@ -373,3 +373,53 @@ def test_a_text_without_a_fetch_time_is_written_with_a_null_date_or_the_files_ti
     assert [r.rec_type for r in records] == ["warcinfo", "conversion"]
     date = records[1].rec_headers.get_header("WARC-Date")
     assert dt.datetime.strptime(date, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC) >= before
+
+
+def test_hugging_face_datasets_loads_the_parquet_and_json_lines_shards(root, tmp_path, monkeypatch):
+    """The export's documents as the datasets library loads them (offline, its cache in the
+    test's folder): the same ids, texts and metadata from either format."""
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    import datasets
+
+    loaded = {}
+    for fmt, builder, pattern in (
+        ("parquet", "parquet", "*.parquet"),
+        ("jsonl", "json", "*.jsonl.gz"),
+    ):
+        out = tmp_path / fmt
+        assert export(root, out, "--format", fmt) == 0
+        ds = datasets.load_dataset(
+            builder,
+            data_files=str(out / pattern),
+            split="train",
+            cache_dir=str(tmp_path / "hf" / fmt),
+        )
+        assert {"text", "id", "metadata"} <= set(ds.column_names)
+        loaded[fmt] = {row["id"]: row for row in ds}
+    assert set(loaded["parquet"]) == set(loaded["jsonl"]) == DEFAULT
+    a = loaded["parquet"][f"1/{key('a')}"]
+    assert a["text"] == LONG_EN and a["metadata"]["url"] == url("a")
+    assert (
+        a["metadata"]["cluster"]
+        == key("a")
+        == loaded["jsonl"][f"1/{key('a')}"]["metadata"]["cluster"]
+    )
+    assert a["metadata"]["quality"]["gopher_words"] == quality_signals(LONG_EN)["gopher_words"]
+
+
+def test_fastwarc_reads_the_wet_files(root, tmp_path):
+    from fastwarc.warc import ArchiveIterator as FastIterator
+    from fastwarc.warc import WarcRecordType
+
+    out = tmp_path / "out"
+    assert export(root, out, "--format", "wet") == 0
+    texts = {}
+    for path in sorted(glob.glob(str(out / "*.warc.wet.gz"))):
+        with open(path, "rb") as f:
+            for record in FastIterator(f, record_types=WarcRecordType.conversion):
+                assert record.verify_block_digest()
+                texts[record.headers["WARC-Target-URI"]] = record.reader.read().decode("utf-8")
+    assert set(texts) == {url(n) for n in ("a", "c", "short", "noarchive", "old")}
+    assert texts[url("a")] == LONG_EN and texts[url("old")].endswith("second version")
