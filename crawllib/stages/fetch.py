@@ -171,7 +171,9 @@ def run(run: StageRun) -> FetchResult:
     known = None
     if follows_new_hosts(cfg):  # crawldb's slots, read once: which hosts are new, every slice
         crawldb = db.table("crawldb", columns=["host", "domain"])
-        known = db.keep(db.sql(known_slots(cfg), crawldb=crawldb))
+        # read by the fetch tasks: kept so that a lost executor's part is read again (the
+        # fetch writes no crawldb row), not lost with it (tests/cluster: an executor killed)
+        known = db.keep(db.sql(known_slots(cfg), crawldb=crawldb), through_losses=True)
     try:
         for i, r in enumerate(listing.todo, start=1):
             left = max(0.0, deadline - time.time())

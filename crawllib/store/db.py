@@ -164,8 +164,11 @@ class Db(abc.ABC):
         """Python rows (dicts; missing keys null) as a relation of ``schema``."""
 
     @abc.abstractmethod
-    def keep(self, rel: Rel) -> Rel:
-        """``rel`` computed once, now: later uses read these rows, whatever the tables do."""
+    def keep(self, rel: Rel, through_losses: bool = False) -> Rel:
+        """``rel`` computed once, now: later uses read these rows, whatever the tables do.
+        through_losses: the rows are read by tasks that may lose their executor (the fetch's):
+        a lost part is computed again from the tables (which must not change meanwhile)
+        instead of failing the job, as a part held only by that executor would."""
 
     @abc.abstractmethod
     def drop(self, rel: Rel) -> None:

@@ -286,8 +286,8 @@ class EmbeddedDb(Db):
         self.con.register(name, data)
         return self.con.view(name)
 
-    def keep(self, rel: Rel) -> Rel:
-        name = self._name("kept")
+    def keep(self, rel: Rel, through_losses: bool = False) -> Rel:
+        name = self._name("kept")  # one process: nothing is lost but with it
         rel.create(name)
         return self.con.table(name)
 

@@ -126,7 +126,11 @@ class SparkDb(Db):
         values = [tuple(r.get(n) for n in names) for r in rows]
         return self.spark.createDataFrame(values, spark_schema(schema))
 
-    def keep(self, rel: Rel) -> Rel:
+    def keep(self, rel: Rel, through_losses: bool = False) -> Rel:
+        if through_losses:  # cached, not checkpointed: a lost block is recomputed
+            kept = rel.persist(StorageLevel.MEMORY_AND_DISK)
+            kept.count()
+            return kept
         # A checkpoint carries its plan's constraints (isnotnull(url_key#1)...), which Spark
         # (4.0) does not rewrite when a query renews the checkpoint's attributes: a UNION of
         # two kept relations holding the same attribute (both read crawldb's url_key) then
