@@ -10,7 +10,9 @@ scores it: per passage, whitespace-normalised substring matching; precision = fo
 / (found ``with`` + found ``without``), recall = found ``with`` / all ``with``, F1 their
 harmonic mean. Pages per second per core: process CPU time of the extraction alone.
 
-The pages are split in two by a hash of their URL: ``tune`` (what settings may be chosen on)
+Pages that ask not to be indexed (``noindex``: the crawl keeps no text of them, by design) are
+left out for every extractor, so all are judged on the same pages. The pages are split in two
+by a hash of their URL: ``tune`` (what settings may be chosen on)
 and ``held-out`` (what a choice is judged on); both are printed.
 
     python -m benchmarks.extraction --data trafilatura/tests [--limit 200]
@@ -31,7 +33,7 @@ import mmh3
 import trafilatura
 
 from crawllib.config import load_config
-from crawllib.content.extract import decode_html, extract_record
+from crawllib.content.extract import decode_html, extract_page, extract_record
 
 _SPACE = re.compile(r"\s+")
 
@@ -74,7 +76,8 @@ class Score:
 
 
 def corpus(data: str, limit: int | None) -> list[tuple[str, dict, bytes]]:
-    """(url, annotation, HTML bytes) of every page whose file is present."""
+    """(url, annotation, HTML bytes) of every page whose file is present and that does not
+    ask for noindex."""
     with open(os.path.join(data, "evaldata.json"), encoding="utf-8") as f:
         evaldata = json.load(f)
     out = []
@@ -84,9 +87,18 @@ def corpus(data: str, limit: int | None) -> list[tuple[str, dict, bytes]]:
             path = os.path.join(data, sub, item["file"])
             if os.path.isfile(path):
                 with open(path, "rb") as f:
-                    out.append((url, item, f.read()))
+                    body = f.read()
+                if not noindex(body, url):
+                    out.append((url, item, body))
                 break
     return out[:limit] if limit else out
+
+
+CFG = load_config()
+
+
+def noindex(body: bytes, url: str) -> bool:
+    return "noindex" in extract_page(body, url, None, CFG)["directives"]
 
 
 def part_of(url: str) -> str:

@@ -25,6 +25,8 @@ Choices:
 - ``non_document`` says why a page is not a document, from its title and main text
   (`crawllib.content.nondocument`: a 200 "page not found", a parked domain, a server's default
   page), else None; a noindex page is judged on what it would have kept.
+- Characters XML does not allow (controls but tab and line ends, U+FFFE/U+FFFF) are dropped
+  before parsing: libxml2 stops at the first, and would cut the page's text and links there.
 - An unclosed <title> is closed before the next tag: parsers (browsers too) would otherwise
   read the whole page as the title and find neither text nor links.
 - No regular expression with unbounded repetition meets a body where it could backtrack over
@@ -91,6 +93,9 @@ _SPACES = re.compile(r"\s+")
 # Control characters (C0 but whitespace, DEL, C1) a page can put in a title or an anchor: a
 # terminal that prints the stored value obeys them (ESC ] 0; retitles it, ESC [ 2 J clears it).
 _CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# Characters XML does not allow: libxml2 stops reading a page at the first (a stray form feed
+# in a script), and the tree, so the text and links, end there. Dropped before parsing.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def _one_line(text: str) -> str:
@@ -215,7 +220,9 @@ def _extract(
     if not body or not body.strip():
         raise ExtractError("empty body")
     html = cap_attributes(
-        close_unclosed_title(decode_html(body[: cfg.parse.max_html_bytes], charset))
+        close_unclosed_title(
+            _NOT_XML.sub("", decode_html(body[: cfg.parse.max_html_bytes], charset))
+        )
     )
     # Re-encoded as UTF-8 and parsed with that encoding declared, so that an XML declaration
     # or a <meta charset> in the text cannot make lxml decode it a second time.

@@ -375,3 +375,18 @@ def test_titles_and_anchors_are_stored_without_control_characters():
     assert result["links"] == [("http://www.example.com/next", "Next [31mpage")]
     for value in (result["title"], *(anchor for _, anchor in result["links"])):
         assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in value), value
+
+
+@pytest.mark.parametrize("char", ["\x07", "\x0c", "\x00"])
+def test_a_character_xml_forbids_does_not_cut_the_page(char):
+    """libxml2 stops reading at such a character (BELs in an article's sources, on a real page
+    of trafilatura's evaluation set): the text and links after it were lost."""
+    rng = random.Random(11)
+    html = article_html(rng, "www.example.com", "Harbor Lantern Report", [("/a.html", "A")])
+    cut = html.index("</p>", len(html) // 2)  # in the article's text, past its middle
+    broken = html[:cut] + char + html[cut:]
+    clean = extract_page(html.encode(), URL, None, CFG)
+    result = extract_page(broken.encode(), URL, None, CFG)
+    assert clean["text_chars"] > 1000
+    assert result["text"] == clean["text"]
+    assert result["links"] == clean["links"]
