@@ -247,19 +247,24 @@ def _private_extractor() -> tldextract.TLDExtract:
     )
 
 
+def _domain_under(extractor: tldextract.TLDExtract, host: str) -> tuple[str, str | None]:
+    """(the host lowercased without its trailing dot, its domain under ``extractor``'s
+    suffixes: None for an IP address or a host with no known suffix)."""
+    host = host.lower().rstrip(".")
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+        return host, None
+    except ValueError:
+        return host, extractor(host).top_domain_under_public_suffix or None
+
+
 @functools.lru_cache(maxsize=4096)
 def private_domain(host: str) -> str | None:
     """The host's domain under the public suffix list's private part too, as Common Crawl's
     url_host_private_domain ("a.example.blogspot.com" -> "example.blogspot.com"; where no
     private suffix applies, the registered domain). None for an IP address and a host with no
     known public suffix."""
-    host = host.lower().rstrip(".")
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-        return None
-    except ValueError:
-        pass
-    return _private_extractor()(host).top_domain_under_public_suffix or None
+    return _domain_under(_private_extractor(), host)[1]
 
 
 def registered_domain(host: str) -> str:
@@ -268,13 +273,8 @@ def registered_domain(host: str) -> str:
     In: a host as returned by `host_of`. Out: public-suffix + 1 label, or the host itself for
     IP addresses and hosts without a known public suffix ("localhost", "site1.test").
     """
-    host = host.lower().rstrip(".")
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-        return host
-    except ValueError:
-        pass
-    return _extractor()(host).top_domain_under_public_suffix or host
+    host, domain = _domain_under(_extractor(), host)
+    return domain or host
 
 
 # SURT (Sort-friendly URI Reordering Transform), as the `surt` package (the Internet Archive's
