@@ -217,7 +217,7 @@ def readme_queries() -> list[list[str]]:
 
 def test_readme_queries_run_on_a_real_crawl(crawl_root, capsys):
     queries = readme_queries()
-    assert len(queries) == 7
+    assert len(queries) == 8
     for args in queries:
         assert args[0] == "$ROOT", args
         rc, out = crawl_sql(capsys, crawl_root, *args[1:])
