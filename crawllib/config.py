@@ -549,7 +549,8 @@ class FetchConfig:
         0,
         "fetch tasks per slice, the same for every slice of a generation: a slot's task is "
         "the hash of its key modulo this, and a task follows links to the new hosts it owns "
-        "(0: as many as the engine runs at once)",
+        "(0: one on one machine, the embedded engine or a local master, which owns every host "
+        "and extracts on every core; on a cluster as many as the engine runs at once)",
         at_least(0),
     )
     new_host_urls: int = setting(
@@ -641,6 +642,13 @@ class ExtractConfig:
         "during a page (the page is stored with error extract_memory), and restarted when it "
         "passes it between pages; it needs about 160 at rest",
         at_least(256),
+    )
+    processes: int = setting(
+        0,
+        "extraction processes per fetch task, each extracting one page at a time beside the "
+        "task's fetching (0: the cores each fetch task has, the engine's parallelism / the "
+        "fetch tasks, at least 1: one task on one machine extracts on every core)",
+        at_least(0),
     )
 
 

@@ -2,8 +2,9 @@
 in a child process, killed past ``extract.max_seconds`` (a Python thread cannot be stopped; a
 process can) or past ``extract.max_memory_mb`` of resident memory.
 
-The fetch engine's extraction thread and update's extraction UDF each keep one `Extractor` per
-process. Its child is a Python of its own (``python -m crawllib.content.extract_worker``: it imports
+The fetch engine's extraction threads and update's extraction UDF keep `Extractors` per process:
+one `Extractor` per thread that extracts at once (a fetch task with more than one core has one
+per core). Its child is a Python of its own (``python -m crawllib.content.extract_worker``: it imports
 nothing of its parent's program), started on the first page; it serves page after page until
 its parent ends, or until a page runs past a limit: then it is killed, and the next page
 starts another. The parent samples the child's resident memory while it waits (every
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -187,21 +189,60 @@ def serve() -> None:
         return
 
 
-# This process's extractors, by the settings extraction reads (parse, robots.agent, extract): the
-# fetch engine's runs and the extraction UDF's rows of one Python worker share one child.
-_shared: dict[tuple[Any, ...], Extractor] = {}
+class Extractors:
+    """``lanes`` extractors, each with its own child, for callers in as many threads at once
+    (the fetch engine's extraction threads: a fetch task with more than one core extracts on
+    each); a call takes the extractor used last that is free, so that a single caller keeps
+    one child. Each child starts on its first page, or all at once with `start`."""
+
+    def __init__(self, cfg: Config, lanes: int = 1) -> None:
+        self.lanes = [Extractor(cfg) for _ in range(max(1, lanes))]
+        self._free: queue.LifoQueue[Extractor] = queue.LifoQueue()
+        for extractor in reversed(self.lanes):
+            self._free.put(extractor)
+
+    def extract(
+        self,
+        body: bytes | None,
+        url: str,
+        charset: str | None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Extracted:
+        extractor = self._free.get()
+        try:
+            return extractor.extract(body, url, charset, headers)
+        finally:
+            self._free.put(extractor)
+
+    def start(self) -> None:
+        """Start every child now, at once (each start's imports take a second of CPU)."""
+        threads = [threading.Thread(target=e.start, daemon=True) for e in self.lanes]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def close(self) -> None:
+        for extractor in self.lanes:
+            extractor.close()
+
+
+# This process's extractors, by the settings extraction reads (parse, robots.agent, extract) and
+# their lanes: the fetch engine's runs and the extraction UDF's rows of one Python worker share
+# their children.
+_shared: dict[tuple[Any, ...], Extractors] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_extractor(cfg: Config) -> Extractor:
-    """This process's extractor for ``cfg``: one child for every call with the same
-    extraction settings."""
-    key = (cfg.parse, cfg.robots.agent, cfg.extract)
+def shared_extractor(cfg: Config, lanes: int = 1) -> Extractors:
+    """This process's extractors for ``cfg``, ``lanes`` of them (children to use at once): the
+    same ones for every call with the same extraction settings and lanes."""
+    key = (cfg.parse, cfg.robots.agent, cfg.extract, lanes)
     with _shared_lock:
         if key not in _shared:
             if len(_shared) >= 4:  # settings of calls gone by
                 _shared.pop(next(iter(_shared))).close()
-            _shared[key] = Extractor(cfg)
+            _shared[key] = Extractors(cfg, lanes)
         return _shared[key]
 
 

@@ -129,7 +129,7 @@ from crawllib.policy.robots import RobotsRules
 
 log = logging.getLogger(__name__)
 
-EXTRACTIONS_IN_FLIGHT = 8  # fetched pages waiting for the extraction thread, at most
+EXTRACTIONS_IN_FLIGHT = 8  # fetched pages waiting for each extraction thread, at most
 HOST_DOWN_AFTER = 3  # consecutive dns/connect failures after which a host's rest is deferred
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
 
@@ -209,13 +209,15 @@ class _Run:
         self.resolver = Resolver(cfg.network, timeout=cfg.fetch.connect_timeout)
         self.address_gates: dict[str, asyncio.Semaphore] = {}  # server address -> its room
         self.session: aiohttp.ClientSession | None = None
-        # Extraction runs in one thread beside the loop, while the slots wait on politeness,
-        # each page in this process's child killed past extract.max_seconds; a bounded number of
-        # fetched pages (and sitemaps) wait for it. The bodies the task holds at once, read
+        # Extraction runs in threads beside the loop (extract.processes, as the stage resolved
+        # it: the task's cores), while the slots wait on politeness, each page in a child
+        # process of this one killed past extract.max_seconds; a bounded number of fetched
+        # pages (and sitemaps) wait for them. The bodies the task holds at once, read
         # or being read, stay within fetch.max_bytes_in_flight (crawllib.engine.budget).
         self.extractor: ThreadPoolExecutor | None = None
-        self.extraction = shared_extractor(cfg)
-        self.extraction_room = asyncio.Semaphore(EXTRACTIONS_IN_FLIGHT)
+        self.lanes = max(1, cfg.extract.processes)
+        self.extraction = shared_extractor(cfg, self.lanes)
+        self.extraction_room = asyncio.Semaphore(EXTRACTIONS_IN_FLIGHT * self.lanes)
         self.budget = ByteBudget(cfg.fetch.max_bytes_in_flight)
         self.group: asyncio.TaskGroup | None = None
         follow = cfg.fetch.follow and cfg.fetch.extract
@@ -288,7 +290,9 @@ class _Run:
                 self.active = set(slots)
                 workers = min(len(queue), self.cfg.politeness.max_hosts_in_flight)
                 if self.cfg.fetch.extract:
-                    self.extractor = ThreadPoolExecutor(1, thread_name_prefix="crawllib-extract")
+                    self.extractor = ThreadPoolExecutor(
+                        self.lanes, thread_name_prefix="crawllib-extract"
+                    )
                 if self.cfg.fetch.extract or self.cfg.fetch.soft404_probe:
                     # its child's start costs a second of CPU: before the first request
                     await self.loop.run_in_executor(self.extractor, self.extraction.start)

@@ -168,6 +168,8 @@ def run(run: StageRun) -> FetchResult:
     deadline = run.first_started(Stage.FETCH) + cfg.fetch.deadline_seconds
     carried = cfg.fetch.follow and cfg.fetch.extract and keys_carried(run)
     partitions = fetch_partitions(db, cfg)
+    lanes = extract_processes(db, cfg, partitions)  # the tasks' config says it resolved
+    cfg = dataclasses.replace(cfg, extract=dataclasses.replace(cfg.extract, processes=lanes))
     known = None
     if follows_new_hosts(cfg):  # crawldb's slots, read once: which hosts are new, every slice
         crawldb = db.table("crawldb", columns=["host", "domain"])
@@ -365,11 +367,23 @@ def fetch_slice(
 
 
 def fetch_partitions(db: Db, cfg: Config) -> int:
-    """How many tasks each slice's fetch runs: fetch.partitions, else as many as the engine
-    runs at once (its cores), so that every task runs at once, each holding many hosts in
-    asyncio. The same for every slice of a generation: a slot's task (crawl_partition of its
-    key) is then the same in every slice, and so is the task that owns a new host."""
-    return max(1, cfg.fetch.partitions or db.parallelism())
+    """How many tasks each slice's fetch runs: fetch.partitions, else one on one machine (the
+    embedded engine, a local master: the task owns every host, so it follows every link of the
+    generation, and extracts on every core: `extract_processes`), and on a cluster as many as
+    the engine runs at once (its cores), each holding many hosts in asyncio. The same for every
+    slice of a generation: a slot's task (crawl_partition of its key) is then the same in every
+    slice, and so is the task that owns a new host."""
+    if cfg.fetch.partitions:
+        return cfg.fetch.partitions
+    return 1 if db.one_machine() else max(1, db.parallelism())
+
+
+def extract_processes(db: Db, cfg: Config, partitions: int) -> int:
+    """Extraction processes per fetch task: extract.processes, else on one machine the cores
+    each of ``partitions`` tasks has, and on a cluster one (a Spark task has one core)."""
+    if cfg.extract.processes:
+        return cfg.extract.processes
+    return max(1, db.parallelism() // partitions) if db.one_machine() else 1
 
 
 def follows_new_hosts(cfg: Config) -> bool:

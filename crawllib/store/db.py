@@ -209,6 +209,10 @@ class Db(abc.ABC):
         embedded engine's worker processes)."""
 
     @abc.abstractmethod
+    def one_machine(self) -> bool:
+        """Whether every partition runs on this machine (the embedded engine, a local master)."""
+
+    @abc.abstractmethod
     def read_file(self, uri: str) -> bytes:
         """The bytes of a file at a local path or URI (a seed file, an exclude file);
         FileNotFoundError when there is none."""

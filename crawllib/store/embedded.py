@@ -322,6 +322,9 @@ class EmbeddedDb(Db):
     def parallelism(self) -> int:
         return self.workers
 
+    def one_machine(self) -> bool:
+        return True
+
     def read_file(self, uri: str) -> bytes:
         if not _is_uri(uri):
             with open(_local(uri), "rb") as fh:

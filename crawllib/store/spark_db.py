@@ -191,6 +191,9 @@ class SparkDb(Db):
     def parallelism(self) -> int:
         return int(self.spark.sparkContext.defaultParallelism)
 
+    def one_machine(self) -> bool:
+        return str(self.spark.sparkContext.master).startswith("local")
+
     def read_file(self, uri: str) -> bytes:
         if hadoopfs.is_uri(uri):
             return hadoopfs.read_bytes(self.spark, uri)

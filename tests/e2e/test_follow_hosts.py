@@ -1,9 +1,10 @@
 """Following to owned hosts, end to end: on a web whose depth crosses hosts at every level, seeded
-on two of its hosts, one fetch partition owns every host, so the first generation fetches the
-whole web within the depth: every page breadth-first finds (crawllib.testweb.truth), each once,
-every new host's robots.txt before its pages, and every followed page recorded as a planned one
-is (crawldb, robots, hosts). With two partitions no host is fetched by two tasks, and a link to
-a new host the other partition owns waits for the next generation."""
+on two of its hosts, the local default (one fetch partition, extracting on every core) owns
+every host, so the first generation fetches the whole web within the depth: every page
+breadth-first finds (crawllib.testweb.truth), each once, every new host's robots.txt before its
+pages, and every followed page recorded as a planned one is (crawldb, robots, hosts). With two
+partitions no host is fetched by two tasks, and a link to a new host the other partition owns
+waits for the next generation."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def page_requests(log) -> collections.Counter[str]:
     )
 
 
-def test_one_partition_fetches_the_whole_web_in_one_generation_each_page_once(
+def test_the_local_default_fetches_the_whole_web_in_one_generation_each_page_once(
     request, engine, spark_cfg, template_root, tmp_path
 ):
     root, web, seeds, log, expected = crawl(
@@ -74,7 +75,6 @@ def test_one_partition_fetches_the_whole_web_in_one_generation_each_page_once(
         tmp_path,
         lambda web: [f"http://{h}/" for h in web.site.regular[:2]],
         1,
-        fetch__partitions=1,
     )
     wanted = {normalize_url(u) for u in expected.fetches}
     seed_hosts = {host_of(s) for s in seeds}

@@ -1,7 +1,8 @@
 """One page's extraction has a time limit (extract.max_seconds): its child process is killed
 past it, the page gets an extract_timeout error, and the next page goes on in a new child;
 in the fetch engine too, where the slice goes on. A child that dies gives extract_crashed, one
-whose resident memory passes extract.max_memory_mb extract_memory."""
+whose resident memory passes extract.max_memory_mb extract_memory. A fetch task with more than
+one extraction process (extract.processes) extracts on each at once."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 
 from crawllib.config import load_config, replace
 from crawllib.content.extract import extract_record
-from crawllib.content.extract_worker import Extractor
+from crawllib.content.extract_worker import Extractor, Extractors
 from crawllib.core.vocab import ExtractFailure
 from crawllib.engine import fetch_rows
 from tests.unit.test_fetch_support import LocalWeb, config, row
@@ -21,6 +22,7 @@ MB = 1 << 20
 SLOW = ("<p>Words of a long article, paragraph after paragraph. </p>" * 120_000).encode()
 SMALL = b"<html><head><title>Small</title></head><body><p>A small page.</p></body></html>"
 LIMIT = 1.0
+SLOWER = SLOW[: len(SLOW) // 3]  # a page that takes a second or two
 
 
 def cfg_with(**changes):
@@ -104,3 +106,56 @@ def test_the_fetch_engine_stores_a_timed_out_page_and_the_slice_goes_on():
     assert fetches["http://a.test/slow"]["body"] == SLOW  # the page is stored all the same
     for url in ("http://a.test/0", "http://a.test/1", "http://a.test/2"):
         assert fetches[url]["extracted"]["title"] == "Small", url
+
+
+def test_extractors_extract_in_as_many_children_at_once_and_one_caller_keeps_one():
+    cfg = cfg_with(extract__max_seconds=600.0)
+    extractors = Extractors(cfg, 2)
+    try:
+        extractors.start()
+        pids = {e._child.pid for e in extractors.lanes}
+        assert len(pids) == 2  # both started, at once
+        # one caller at a time keeps the child it used last
+        for _ in range(3):
+            assert extractors.extract(SMALL, "http://a.test/", None)["title"] == "Small"
+        assert extractors._free.queue[-1] is extractors.lanes[0]
+        # a slow page holds one child; a small page meanwhile is extracted by the other
+        slow = threading.Thread(target=extractors.extract, args=(SLOWER, "http://a.test/s", None))
+        slow.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        assert extractors.extract(SMALL, "http://a.test/", None)["title"] == "Small"
+        took = time.monotonic() - started
+        assert slow.is_alive()  # still on the slow page: the small one did not wait for it
+        slow.join()
+        assert took < 1.0
+        assert {e._child.pid for e in extractors.lanes} == pids  # neither was replaced
+    finally:
+        extractors.close()
+
+
+def test_the_fetch_engine_extracts_on_every_process_it_is_given():
+    """extract.processes = 2: while the slow page holds one child, the small pages of another
+    host are extracted by the other, and each page gets its own record."""
+    with LocalWeb() as server:
+        server.text("a.test", "/slow", SLOWER.decode(), content_type="text/html")
+        for i in range(3):
+            server.text("b.test", f"/{i}", SMALL.decode(), content_type="text/html")
+        cfg = config(
+            server.resolve("a.test", "b.test"),
+            extract__processes=2,
+            extract__max_seconds=600.0,
+            politeness__default_delay=0.3,  # b.test's pages come while a.test's is extracted
+            parse__max_html_bytes=16 * MB,
+            fetch__max_body_bytes=16 * MB,
+            fetch__max_decompressed_bytes=16 * MB,
+            fetch__follow=False,
+        )
+        urls = ["http://a.test/slow", *(f"http://b.test/{i}" for i in range(3))]
+        order = []
+        for r in fetch_rows([row(u) for u in urls], cfg):
+            if r["record"] == "fetch":
+                order.append(r["url"])
+                assert r["extracted"]["error"] is None, r["url"]
+    # the slow page, fetched first (its host's only URL), is extracted last
+    assert set(order) == set(urls) and order[-1] == "http://a.test/slow"
