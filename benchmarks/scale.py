@@ -36,11 +36,12 @@ from crawllib.config import Config
 from crawllib.core.vocab import STAGES, Stage
 from crawllib.runs import runner
 from crawllib.stages.base import StageResult
+from crawllib.stages.fetch import fetch_partitions, new_slot_budgets
 from crawllib.stages.traps import read_trapped
 from crawllib.store import lease, tables
 from crawllib.store.db import Db
 from crawllib.store.spark_db import SparkDb
-from crawllib.transforms.fetch_inputs import follow_inputs
+from crawllib.transforms.fetch_inputs import follow_inputs, known_slots, owned_known_slots
 
 log = logging.getLogger(__name__)
 
@@ -52,13 +53,17 @@ ROLES = ("driver", "jvm", "python_workers")
 # from the known keys plan wrote into the fetchlist, and as before, from crawldb. Measured
 # after plan, beside the synthetic fetch (which follows no link).
 FOLLOW = {"follow inputs": False, "follow inputs from crawldb (before)": True}
-MEASURED = (Stage.PLAN, *FOLLOW, Stage.FETCH, Stage.UPDATE)
+# What the fetch stage computes for following to new hosts (crawllib.engine.follow.Owner): the
+# slots crawldb knows, read once per run, each task's share of them and its new-host budget.
+NEW_HOSTS = "new-host inputs"
+MEASURED = (Stage.PLAN, *FOLLOW, NEW_HOSTS, Stage.FETCH, Stage.UPDATE)
 # Each stage's counts worth a column in the report.
 SHOWN = {
     Stage.PLAN: ("candidates", "planned", "revisits"),
     Stage.FETCH: ("urls", "ok", "not_modified"),
     Stage.UPDATE: ("urls", "new", "revisited", "exact_duplicates", "new_frontier"),
     **dict.fromkeys(FOLLOW, ("slots", "keys")),
+    NEW_HOSTS: ("known_slots", "partitions"),
 }
 
 
@@ -171,6 +176,7 @@ def run_generation(db: Db, spark_db: SparkDb, spec: ScaleSpec, cfg: Config) -> d
         if stage == Stage.FETCH:
             for name, from_crawldb in FOLLOW.items():
                 timed(name, functools.partial(follow_figures, db, cfg, spec, from_crawldb))
+            timed(NEW_HOSTS, functools.partial(new_host_figures, db, cfg, spec))
         timed(stage, stage_step(stage))
     return out
 
@@ -195,6 +201,23 @@ def follow_figures(db: Db, cfg: Config, spec: ScaleSpec, from_crawldb: bool) -> 
         db.sql("SELECT count(*) AS slots, sum(size(known)) AS keys FROM {f}", f=follow)
     )
     return {"slots": int(row["slots"]), "keys": int(row["keys"] or 0)}
+
+
+def new_host_figures(db: Db, cfg: Config, spec: ScaleSpec) -> dict[str, int]:
+    """What the real fetch stage computes for following to new hosts, as it does (once per
+    run, then per slice): crawldb's slots (known_slots, kept), each task's known slot keys
+    (owned_known_slots, with the generation's fetches) and the tasks' new-host budgets."""
+    crawldb = db.table("crawldb", columns=["host", "domain"])
+    known = db.keep(db.sql(known_slots(cfg), crawldb=crawldb), through_losses=True)
+    try:
+        fetched = db.table("fetches", f"gen = {spec.gen}", columns=["host"])
+        partitions = fetch_partitions(db, cfg)
+        owned = db.sql(owned_known_slots(cfg, partitions), known=known, fetches=fetched)
+        row = db.one_row(db.sql("SELECT count(*) AS slots FROM {o}", o=owned))
+        new_slot_budgets(db, cfg, partitions, known, fetched)
+    finally:
+        db.drop(known)
+    return {"known_slots": int(row["slots"]), "partitions": partitions}
 
 
 def measure(

@@ -11,7 +11,15 @@ import string
 import pytest
 from pyspark.sql import functions as F
 
-from benchmarks.scale import FOLLOW, QUICK_ROWS, QUICK_URLS, measure, render, scale_config
+from benchmarks.scale import (
+    FOLLOW,
+    NEW_HOSTS,
+    QUICK_ROWS,
+    QUICK_URLS,
+    measure,
+    render,
+    scale_config,
+)
 from benchmarks.scale_build import cached_root
 from benchmarks.scale_data import STORED, ScaleSpec
 from benchmarks.scale_keys import with_url_key, wrapping
@@ -74,6 +82,10 @@ def test_scale_root_and_generation(spark, tmp_path):
     assert carried == read and carried["slots"] == plan["follow_slots"] > 0
     assert carried["keys"] > plan["planned"]  # the hosts' earlier URLs too
     assert plan["revisits"] == spec.due[Status.FETCHED]
+    # following to new hosts: a task is told every slot crawldb knows (about rows / 100 hosts)
+    new_hosts = result["stages"][NEW_HOSTS]["counts"]
+    assert 0.9 * spec.host_count <= new_hosts["known_slots"] <= spec.host_count
+    assert new_hosts["partitions"] == 1  # a local master
     update = result["stages"]["update"]["counts"]
     assert update["urls"] == spec.urls and update["new"] > 0 and update["revisited"] > 0
     assert update["exact_duplicates"] > 0  # parse's work, in update
@@ -96,6 +108,6 @@ def test_scale_root_and_generation(spark, tmp_path):
         figures = embedded["stages"][stage]
         assert figures["wall_s"] > 0 and sum(figures["cpu_s"].values()) > 0, stage
         assert figures["counts"] == result["stages"][stage]["counts"], stage
-    for name in FOLLOW:
+    for name in (*FOLLOW, NEW_HOSTS):
         assert embedded["stages"][name]["counts"] == result["stages"][name]["counts"], name
     assert "plan and update on embedded" in render([embedded])

@@ -54,3 +54,12 @@ def test_a_seed_table_without_a_url_column_is_one_line_before_the_engine(root, t
         assert done.stderr == (
             f"crawl seed: seed table {path} has no 'url' column (columns: {columns})\n"
         )
+
+
+def test_a_byte_order_mark_does_not_spoil_the_first_seed(root, tmp_path, capsys):
+    """Issue 49: a seed file saved with a UTF-8 byte-order mark (Windows editors) had its first
+    URL counted invalid."""
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_bytes("\ufeffhttp://a.example.org/\nhttp://b.example.org/\n".encode())
+    assert cli.main(["seed", root, str(seeds), "--engine", "embedded"]) == 0
+    assert "2 read, 2 valid, 0 invalid, 2 new" in capsys.readouterr().out
