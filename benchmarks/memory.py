@@ -93,7 +93,9 @@ def bench_memory(
     one row each.
 
     Row: body_bytes; driver_peak, jvm_peak, worker_peak (largest single Python worker, the
-    daemon included) and workers_sum_peak (sum of the Python workers' peaks), in bytes, over
+    daemon included, its extraction processes not), extraction_peak (the largest extraction
+    process: extract.max_memory_mb bounds it) and workers_sum_peak (sum of the Python workers'
+    peaks, extraction processes included), in bytes, over
     the fetch stage only; worker_start, worker_carried, hwm_reset (see the module doc); pages
     (pages rows of the generation); big_outcome, bomb_outcome (text) and big_fetch, bomb_fetch
     (their fetches rows: FETCH_COLUMNS); fetch_s (the stage's wall seconds); max_body_bytes,
@@ -160,7 +162,8 @@ def _measure(root: str, size: int, regular_hosts: int, engine: str, base: Config
         "body_bytes": size,
         "driver_peak": figures.peak_rss["driver"],
         "jvm_peak": figures.peak_rss["jvm"],
-        "worker_peak": figures.peak_rss["python_workers"],
+        "worker_peak": figures.worker_peak_rss,
+        "extraction_peak": figures.extraction_peak_rss,
         "workers_sum_peak": figures.sum_peak_rss["python_workers"],
         "worker_start": start,
         "worker_carried": carried,
@@ -266,6 +269,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         "jvm",
         "worker start",
         "worker peak",
+        "extraction peak",
         "workers sum",
         "worker carried",
         "pages",
@@ -284,6 +288,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
                     "jvm_peak",
                     "worker_start",
                     "worker_peak",
+                    "extraction_peak",
                     "workers_sum_peak",
                     "worker_carried",
                 )

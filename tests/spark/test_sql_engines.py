@@ -5,6 +5,7 @@ update's MERGEs. The DuckDB engine refuses what the Spark engine refuses, in one
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import json
 import os
@@ -33,8 +34,9 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def root(spark, spark_cfg, tmp_path_factory):
-    """Two generations of two hosts, then a generation three days later that revisits some of
-    their pages: texts and pages hold two versions of those URLs."""
+    """Two generations of two hosts (the first may follow both whole), then a generation three
+    days later that revisits some of their pages: texts and pages hold two versions of those
+    URLs."""
     path = str(tmp_path_factory.mktemp("engines") / "crawl")
     with serve_in_thread(WebSpec(seed=7, hosts=2, pages_per_host=6, special=False)) as web:
         cfg = config_mod.replace(
@@ -100,7 +102,10 @@ def test_the_views_and_every_table(root, capsys):
     history = same_answers(
         capsys, root, "SELECT url, gen, fetched_at, changed FROM text_history ORDER BY url, gen"
     )
-    assert {0, 2} <= {r["gen"] for r in history}  # the revisits stored a second version
+    # the revisits stored a second version (their generation: 1 or 2, as the first crawl
+    # followed the two hosts in one generation or two)
+    versions = collections.Counter(r["url"] for r in history)
+    assert 0 in {r["gen"] for r in history} and max(versions.values()) >= 2
     assert any(r["changed"] is not None for r in history)
     latest = same_answers(capsys, root, "SELECT url, gen FROM latest_texts ORDER BY url")
     assert len(latest) == len({r["url"] for r in history})
@@ -140,7 +145,7 @@ def test_rows_a_merge_deleted_do_not_appear(root, capsys):
         "visits_changed, visits_unchanged FROM crawldb ORDER BY url_key",
     )
     assert len(rows) == len({r["url_key"] for r in rows})
-    assert {r["last_gen"] for r in rows} >= {2}
+    assert max(r["last_gen"] or 0 for r in rows) >= 1  # the revisits' MERGE
 
 
 def test_every_format_prints_the_same(root, capsys):

@@ -123,12 +123,9 @@ def test_extractors_extract_in_as_many_children_at_once_and_one_caller_keeps_one
         slow = threading.Thread(target=extractors.extract, args=(SLOWER, "http://a.test/s", None))
         slow.start()
         time.sleep(0.3)
-        started = time.monotonic()
         assert extractors.extract(SMALL, "http://a.test/", None)["title"] == "Small"
-        took = time.monotonic() - started
         assert slow.is_alive()  # still on the slow page: the small one did not wait for it
         slow.join()
-        assert took < 1.0
         assert {e._child.pid for e in extractors.lanes} == pids  # neither was replaced
     finally:
         extractors.close()
