@@ -688,7 +688,7 @@ class _Run:
         return record
 
     async def _extract_and_emit(self, slot: Slot, record: FetchRecord, share: Share) -> None:
-        """Extract a fetched page in the extraction thread (the slot goes on meanwhile), queue
+        """Extract a fetched page in an extraction thread (the slot goes on meanwhile), queue
         the links its slot follows, then emit its record with the extraction; its body's
         share of the budget is given back once emitted."""
         try:
