@@ -264,6 +264,7 @@ def synthetic_fetch(spark: SparkSession, root: str, spec: ScaleSpec) -> FetchRes
         pages=ok_count,
         extracted=ok_count,
         followed=0,
+        followed_planned_hosts=0,
         followed_new_hosts=0,
         robots_fetched=0,
         seconds_fetching=0,

@@ -75,8 +75,9 @@ log = logging.getLogger(__name__)
 class FetchResult(StageResult):
     """urls, slices: the generation's fetchlist; slices_skipped: slices committed before this
     run; ok .. deferred (fetches rows by outcome, followed URLs included), pages, extracted
-    (texts rows the fetch wrote), followed (URLs fetched from links, in the task) and
-    followed_new_hosts (those of them on hosts crawldb did not know): the generation's rows
+    (texts rows the fetch wrote), followed (URLs fetched from links, in the task),
+    followed_planned_hosts (those on slots the task was given) and followed_new_hosts (those on
+    hosts crawldb did not know): the generation's rows
     after this run (a rerun reports the same totals); robots_fetched,
     seconds_fetching and refetched_after_retry (URLs a task attempt requested again after an
     earlier attempt, lost with its executor, had requested them: crawllib.store.journal): this
@@ -98,6 +99,7 @@ class FetchResult(StageResult):
     pages: int
     extracted: int
     followed: int
+    followed_planned_hosts: int
     followed_new_hosts: int
     robots_fetched: int
     seconds_fetching: int
@@ -212,6 +214,7 @@ def run(run: StageRun) -> FetchResult:
         pages=stored.pages,
         extracted=stored.extracted,
         followed=stored.followed,
+        followed_planned_hosts=stored.followed - new_hosts,
         followed_new_hosts=new_hosts,
         robots_fetched=robots_fetched,
         seconds_fetching=round(seconds),

@@ -111,6 +111,8 @@ def test_the_local_default_fetches_the_whole_web_in_two_generations_each_page_on
     fetches = reading.read(root, "fetches", "gen = 0 AND source_url IS NOT NULL")
     on_new = [f for f in fetches if f["host"] not in seed_hosts]  # no other host is known
     assert counts["followed_new_hosts"] == len(on_new)
+    on_planned = [f for f in fetches if f["host"] in seed_hosts]
+    assert counts["followed_planned_hosts"] == len(on_planned) > 0
 
 
 def test_two_partitions_never_share_a_host_and_leave_the_others_links_to_the_next_generation(

@@ -115,6 +115,7 @@ def test_fetch_writes_tables_politely_and_reruns_fetch_nothing_twice(web, crawl)
         "pages": pages_expected,
         "extracted": pages_expected,  # in the fetch task
         "followed": 0,
+        "followed_planned_hosts": 0,
         "followed_new_hosts": 0,
         "robots_fetched": len(hosts),
         "refetched_after_retry": 0,  # no task attempt was lost
