@@ -22,7 +22,8 @@ LEASE_NAME = "_writer.lease"
 
 class Stored(NamedTuple):
     """The lease as read: its bytes, its etag, and how long ago it was written by the store's
-    own clock."""
+    own clock, at least (a store whose clock reads in whole seconds gives its reading less a
+    second: a lease renewed just now is never judged expired)."""
 
     data: bytes
     etag: str
@@ -108,10 +109,15 @@ def _etag(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+HTTP_DATE_RESOLUTION = 1.0  # seconds: Date and Last-Modified are HTTP dates
+
+
 class S3Store:
     """A lease object on S3 (or an S3-compatible store): conditional PUTs (If-None-Match,
     If-Match), which S3 applies atomically. Its age is its LastModified against the Date of the
-    same answer: both S3's clock."""
+    same answer: both S3's clock, both in whole seconds, so the age read is a second less than
+    their difference (the least the time since the last write can be; with TTL 1 s a lease
+    renewed 0.1 s before a read across a second's boundary would otherwise look expired)."""
 
     def __init__(self, client: Any, bucket: str, key: str) -> None:
         self.client, self.bucket, self.key = client, bucket, key
@@ -127,7 +133,8 @@ class S3Store:
             return None
         headers = got["ResponseMetadata"]["HTTPHeaders"]
         now = email.utils.parsedate_to_datetime(headers["date"])
-        return Stored(got["Body"].read(), got["ETag"], (now - got["LastModified"]).total_seconds())
+        age = (now - got["LastModified"]).total_seconds() - HTTP_DATE_RESOLUTION
+        return Stored(got["Body"].read(), got["ETag"], max(0.0, age))
 
     def swap(self, data: bytes, etag: str) -> str | None:
         return self._put(data, IfMatch=etag)

@@ -22,6 +22,7 @@ from crawllib.core.urls import normalize_url
 from crawllib.store import lease
 from crawllib.testweb import WebSpec, serve_in_thread
 from tests.conftest import ENGINES, test_config_overrides
+from tests.s3server import s3_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.smoke]  # in the fast tier: CI runs it
 MAX_DEPTH = 1  # generation 0 fetches every page (the fetch follows same-host links)
@@ -31,10 +32,8 @@ GENERATIONS = 2  # pages are due again seconds after a visit: generation 1 revis
 @pytest.fixture(scope="module")
 def s3a():
     """A moto S3 server on 127.0.0.1; the S3A settings that reach it (any key is accepted)."""
-    from moto.server import ThreadedMotoServer
-
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = s3_server()
     server.start()
     host, port = server.get_host_and_port()
     yield {

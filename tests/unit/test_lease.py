@@ -70,6 +70,20 @@ def test_stores_create_once_and_swap_only_from_the_version_read(store):
     assert store.read()[:2] == (b"third", newer)
 
 
+def test_on_s3_a_lease_read_just_after_its_write_is_never_a_second_old(s3, tmp_path):
+    """Date and Last-Modified have whole seconds: a read 0.1 s after a write across a second's
+    boundary differs by one. The age read is the least it can be, so a lease renewed just now
+    never looks expired (with TTL 1 s it did: a takeover won against a renewal)."""
+    store = s3_store(s3, tmp_path)
+    etag = store.create(b"0")
+    for i in range(1, 4):
+        time.sleep(1.9 - time.time() % 1.0)  # written at 0.9 s past a second (this clock's)
+        etag = store.swap(str(i).encode(), etag)
+        time.sleep(0.2)  # read in the next second
+        read = store.read()
+        assert read.data == str(i).encode() and read.age == 0.0, (i, read.age)
+
+
 def test_a_second_writer_is_refused_naming_the_holder(store):
     clock = Clock()
     held = lease.acquire(store, "crawl generation", TTL, clock, clock)
