@@ -370,7 +370,7 @@ class EmbeddedDb(Db):
     def _conformed(self, rel: Rel, schema: Struct) -> Any:
         """``rel`` as Arrow batches of the table's schema (columns in order, cast)."""
         cast = self.sql(f"SELECT {select_list(schema)} FROM {{rel}}", rel=rel)
-        reader = cast.fetch_record_batch(BATCH_ROWS)
+        reader = cast.to_arrow_reader(BATCH_ROWS)
         return reader.cast(arrow_schema(schema))
 
     def _props(self, note: str | None, txn: tuple[str, int] | None = None) -> Any:
