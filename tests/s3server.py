@@ -29,9 +29,9 @@ def atomic_conditions(app: Any) -> Any:
     return wrapped
 
 
-def s3_server(ip_address: str = "127.0.0.1") -> Any:
-    """moto's threaded S3 server on ``ip_address`` (a free port), conditional writes atomic;
-    not started."""
+def s3_server() -> Any:
+    """moto's threaded S3 server on 127.0.0.1 (a free port), conditional writes atomic; not
+    started."""
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -49,7 +49,7 @@ def s3_server(ip_address: str = "127.0.0.1") -> Any:
             self._server_ready_event.set()
             self._server.serve_forever()
 
-    return AtomicMotoServer(ip_address=ip_address, port=0, verbose=False)
+    return AtomicMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
 
 
 @contextmanager
