@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
 
 from crawllib.config import Config
 from crawllib.core.roots import normalize_root
@@ -25,6 +28,34 @@ from crawllib.store.udfs import UDFS
 T = TypeVar("T")
 _groups = itertools.count()
 _CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
+# On one machine each broadcast is a Spark job of its own (15 of a small generation's update),
+# and a sort-merge join inside the query's job is as quick while crawldb is small; past this
+# size the broadcasts the crawler asks for (crawllib.transforms.lookup, a MERGE's source) save
+# shuffling all of crawldb (the plans the scale benchmark measured). A cluster always
+# broadcasts.
+SMALL_CRAWL_BYTES = 16 * 2**20
+_BROADCAST_HINT = re.compile(r"/\*\+\s*BROADCAST\([^)]*\)\s*\*/", re.IGNORECASE)
+# The attribute a kept relation (a DataFrame) carries its row count in (SparkDb.keep)
+_ROWS = "_crawllib_rows"
+# How long an observation's figures may take to reach the driver after the job that computed
+# them: Spark hands them to a listener on its event bus, a moment after the action returns.
+_OBSERVED_WAIT_S = 30.0
+
+
+def _observed(seen: Observation, name: str) -> Any | None:
+    """The figure ``name`` of an observation whose action has run, or None when Spark has not
+    reported it in _OBSERVED_WAIT_S (``Observation.get`` would wait for ever): the caller then
+    counts with a job, as without it."""
+    java = seen._jo  # no public way to wait for a bounded time
+    if java is None:  # not attached to a DataFrame
+        return None
+    deadline = time.monotonic() + _OBSERVED_WAIT_S
+    future = java.future()
+    while not future.isCompleted():
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.002)
+    return seen.get.get(name)
 
 
 def _plain_row(row: Any, drop: str | None) -> dict[str, Any]:
@@ -49,6 +80,9 @@ class SparkDb(Db):
         self.spark = spark
         self.root = normalize_root(root)
         self.cfg = cfg
+        # SMALL_CRAWL_BYTES; whether this stage broadcasts (judged once per job group)
+        self.small_crawl_bytes = SMALL_CRAWL_BYTES
+        self._broadcasts: bool | None = None
         register_udfs(spark)
 
     # -- the tables --------------------------------------------------------------------------
@@ -109,7 +143,24 @@ class SparkDb(Db):
 
     # -- relations ---------------------------------------------------------------------------
 
+    def broadcasts(self) -> bool:
+        """Whether the broadcasts the rules ask for are made: on a cluster, or while crawldb
+        holds at least small_crawl_bytes (SMALL_CRAWL_BYTES); from its log, once per stage."""
+        if self._broadcasts is None:
+            self._broadcasts = not self.one_machine() or self._crawldb_bytes() >= (
+                self.small_crawl_bytes
+            )
+        return self._broadcasts
+
+    def _crawldb_bytes(self) -> float:
+        try:
+            return int(tables.snapshot_of(self.spark, self.root, "crawldb").sizeInBytes())
+        except Exception:  # no crawldb yet (a root being made): as a large one
+            return float("inf")
+
     def sql(self, query: str, **inputs: Rel) -> Rel:
+        if "BROADCAST" in query.upper() and not self.broadcasts():
+            query = _BROADCAST_HINT.sub("", query)
         # Each input a temp view of its own for the query's analysis (as spark.sql's own
         # {name} binding does, which would also take a regex's {12,} for a name).
         names = {key: f"crawl_in_{uuid.uuid4().hex}" for key in inputs}
@@ -127,10 +178,21 @@ class SparkDb(Db):
         return self.spark.createDataFrame(values, spark_schema(schema))
 
     def keep(self, rel: Rel, through_losses: bool = False) -> Rel:
+        # The rows are counted as they are computed (an observation of the same job), so
+        # `count` and `is_empty` of a kept relation cost no Spark job.
+        seen = Observation()
+        observed = rel.observe(seen, F.count(F.lit(1)).alias("rows"))
         if through_losses:  # cached, not checkpointed: a lost block is recomputed
-            kept = rel.persist(StorageLevel.MEMORY_AND_DISK)
+            kept = observed.persist(StorageLevel.MEMORY_AND_DISK)
             kept.count()
-            return kept
+        else:
+            kept = self._checkpoint(observed)
+        rows = _observed(seen, "rows")
+        if rows is not None:
+            setattr(kept, _ROWS, int(rows))
+        return kept
+
+    def _checkpoint(self, rel: Rel) -> Rel:
         # A checkpoint carries its plan's constraints (isnotnull(url_key#1)...), which Spark
         # (4.0) does not rewrite when a query renews the checkpoint's attributes: a UNION of
         # two kept relations holding the same attribute (both read crawldb's url_key) then
@@ -153,10 +215,12 @@ class SparkDb(Db):
         return [_plain(r.asDict(recursive=True)) for r in df.collect()]
 
     def count(self, rel: Rel) -> int:
-        return int(rel.count())
+        rows = getattr(rel, _ROWS, None)
+        return int(rel.count()) if rows is None else rows
 
     def is_empty(self, rel: Rel) -> bool:
-        return bool(rel.isEmpty())
+        rows = getattr(rel, _ROWS, None)
+        return bool(rel.isEmpty()) if rows is None else rows == 0
 
     def columns(self, rel: Rel) -> list[str]:
         return list(rel.columns)
@@ -244,13 +308,14 @@ class SparkDb(Db):
             update_condition=update_condition,
             also=also,
             insert_condition=insert_condition,
-            broadcast=broadcast,
+            broadcast=broadcast and self.broadcasts(),
         )
 
     @contextlib.contextmanager
     def job_group(self, description: str) -> Iterator[str]:
         sc = self.spark.sparkContext
         group = f"crawllib-{next(_groups)}"
+        self._broadcasts = None  # a stage judges crawldb's size afresh
         before = sc.getLocalProperty("spark.jobGroup.id")
         before_description = sc.getLocalProperty("spark.job.description")
         sc.setJobGroup(group, description)

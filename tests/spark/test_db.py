@@ -217,3 +217,26 @@ def test_what_one_engine_writes_the_other_appends_to_merges_into_and_reads(engin
     assert all(written_by_crawllib(note) for _, note in commits.values())
     assert a.txn_version("crawldb", "plan-0") == 1
     assert a.txn_version("crawldb", "plan-1") == 0
+
+
+@pytest.mark.parametrize("through_losses", [False, True])
+def test_a_kept_relations_count_and_emptiness_cost_no_spark_job(db, through_losses):
+    """keep counts the rows in the job that computes them (an observation), so count and
+    is_empty of what it returns read that figure; of any other relation they run a job."""
+    rel = db.sql("SELECT id % 7 AS k, count(*) AS n FROM range(1000) GROUP BY id % 7")
+    with db.job_group("kept") as group:
+        kept = db.keep(rel, through_losses=through_losses)
+        none = db.keep(db.sql("SELECT * FROM {r} WHERE k > 100", r=rel), through_losses)
+    jobs_to_keep = db.jobs_of(group)[0]
+    with db.job_group("counted") as group:
+        assert db.count(kept) == 7
+        assert not db.is_empty(kept)
+        assert db.count(none) == 0
+        assert db.is_empty(none)
+    assert db.jobs_of(group)[0] == 0
+    with db.job_group("unkept") as group:
+        assert db.count(rel) == 7  # not kept: Spark counts it
+    assert db.jobs_of(group)[0] >= 1
+    assert jobs_to_keep >= 2
+    db.drop(kept)
+    db.drop(none)

@@ -64,6 +64,7 @@ def test_rows_of_never_shuffles_the_large_side(spark, spark_cfg, new_root):
     from crawllib.store.spark_db import SparkDb
 
     db = SparkDb(spark, new_root, spark_cfg)
+    db.small_crawl_bytes = 0  # a crawldb of any size is large: it broadcasts as a cluster does
     rows = [
         {"url_key": k, "url": f"http://h{k % 7}.com/{k}", "host": f"h{k % 7}.com"}
         for k in range(1000)
@@ -89,3 +90,35 @@ def test_rows_of_never_shuffles_the_large_side(spark, spark_cfg, new_root):
     assert "SortMergeJoin" not in plan
     assert "hashpartitioning(url_key" not in plan.split("BroadcastExchange")[0]
     assert len(db.collect(looked_up)) == 100
+
+
+def test_on_one_machine_a_small_crawl_drops_the_broadcasts_and_a_large_one_keeps_them(
+    spark, spark_cfg, new_root
+):
+    """A broadcast is a Spark job of its own: on a local master, while crawldb is under
+    SparkDb.small_crawl_bytes, the rules' broadcast hints are dropped (a sort-merge join in
+    the query's own job), judged afresh in each stage (job group); the rows are the same."""
+    from crawllib.store.spark_db import SMALL_CRAWL_BYTES, SparkDb
+
+    db = SparkDb(spark, new_root, spark_cfg)
+    rows = [{"url_key": k, "url": f"http://h.com/{k}", "host": "h.com"} for k in range(100)]
+    db.append(rel(db, CRAWLDB, rows), "crawldb")
+    keys = rel(db, KEYS, [{"url_key": k} for k in range(0, 100, 10)])
+    threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+
+    def lookup() -> tuple[str, int]:
+        with db.job_group("a stage"):
+            looked_up = db.sql(rows_of("{t}", "{k}"), t=db.table("crawldb"), k=keys)
+            return looked_up._jdf.queryExecution().executedPlan().toString(), db.count(looked_up)
+
+    try:
+        assert db.small_crawl_bytes == SMALL_CRAWL_BYTES
+        small_plan, small_rows = lookup()
+        db.small_crawl_bytes = 1  # crawldb now counts as large
+        large_plan, large_rows = lookup()
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
+    assert "Broadcast" not in small_plan and "SortMergeJoin" in small_plan
+    assert "BroadcastHashJoin" in large_plan
+    assert small_rows == large_rows == 10
