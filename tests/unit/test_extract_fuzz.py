@@ -1,7 +1,10 @@
 """Pathological HTML costs `extract_record` time linear in its size: unclosed tags repeated,
 deep nesting, huge and numerous attributes, a <title> never closed (issue 37: 117 KB of
 "<title" took 4 s, the opening tag's pattern was quadratic). Bounded in CPU seconds per MB
-(this machine's other work does not count); a page of plain paragraphs takes about one."""
+of the extracting thread (this machine's and this process's other work does not count; a
+measure over the bound is taken again, up to three times, so that a moment's contention does
+not fail it and a page that is slow every time does); a page of plain paragraphs takes about
+one."""
 
 from __future__ import annotations
 
@@ -49,18 +52,26 @@ def warm():
     extract_record(b"<p>warm up</p>", "http://a.test/", None, CFG)
 
 
-def cpu_seconds(body: bytes) -> float:
-    started = time.process_time()
-    extracted = extract_record(body, "http://a.test/", None, CFG)
-    assert extracted["error"] is None or extracted["error"].startswith("ParserError")
-    return time.process_time() - started
+def cpu_seconds(body: bytes, bound: float) -> float:
+    """The extracting thread's CPU seconds for ``body``: the least of up to three runs, the
+    first under ``bound`` ending them."""
+    least = float("inf")
+    for _ in range(3):
+        started = time.thread_time()
+        extracted = extract_record(body, "http://a.test/", None, CFG)
+        least = min(least, time.thread_time() - started)
+        assert extracted["error"] is None or extracted["error"].startswith("ParserError")
+        if least <= bound:
+            break
+    return least
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_pathological_pages_take_time_linear_in_their_size(name):
     body = CASES[name].encode()
     size = len(body) / MB
-    assert cpu_seconds(body) <= OVERHEAD + SECONDS_PER_MB * size, (name, size)
+    bound = OVERHEAD + SECONDS_PER_MB * size
+    assert cpu_seconds(body, bound) <= bound, (name, size)
 
 
 FRAGMENTS = [
@@ -75,4 +86,5 @@ FRAGMENTS = [
 @given(st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=12), st.integers(1, 4000))
 def test_random_mixes_of_broken_markup_take_linear_time(pieces, repeat):
     body = ("".join(pieces) * repeat).encode("utf-8", "surrogatepass")[:MB]
-    assert cpu_seconds(body) <= OVERHEAD + SECONDS_PER_MB * len(body) / MB
+    bound = OVERHEAD + SECONDS_PER_MB * len(body) / MB
+    assert cpu_seconds(body, bound) <= bound
