@@ -28,6 +28,8 @@ SLOW_FOLDERS = ("e2e", "airflow", "cluster")
 # Files whose tests share a session-scoped fixture: one xdist worker runs them all (the e2e
 # crawl of tests/e2e/conftest.py is made once).
 SHARED = {"tests/e2e/test_notebook.py": "tests/e2e/test_crawl.py"}
+# The test JVMs' JIT and collector: C1 only, one collecting thread (test_config_overrides).
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def test_config_overrides() -> list[str]:
@@ -60,12 +62,14 @@ def test_config_overrides() -> list[str]:
         # JIT stops at C1 and collects with one thread: a test's JVM compiles much and runs
         # little, three workers share two cores (six Spark test files over 3 workers: 278 s
         # -> 229 s C1-only -> 210 s with the serial collector too). A crawl keeps both JIT
-        # tiers (C1-only lost on a 6,000-page crawl, crawllib.store.session).
+        # tiers (C1-only lost on a 6,000-page crawl, crawllib.store.session). The executors of
+        # tests/cluster's standalone cluster take the same (a local master has none).
         'spark.conf={"spark.sql.codegen.wholeStage" = "false", '
         '"spark.sql.codegen.factoryMode" = "NO_CODEGEN", '
         '"spark.sql.adaptive.enabled" = "false", '
         '"spark.sql.optimizer.dynamicPartitionPruning.enabled" = "false", '
-        '"spark.driver.extraJavaOptions" = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}',
+        f'"spark.driver.extraJavaOptions" = "{TEST_JVM_OPTIONS}", '
+        f'"spark.executor.extraJavaOptions" = "{TEST_JVM_OPTIONS}"}}',
     ]
 
 

@@ -54,7 +54,7 @@ from crawllib.store.session import cached_jars
 from crawllib.store.spark_db import SparkDb
 from crawllib.testweb import WebSpec, serve_in_thread
 from crawllib.testweb.audit import write_log
-from tests.conftest import test_config_overrides
+from tests.conftest import TEST_JVM_OPTIONS, test_config_overrides
 
 pytestmark = [pytest.mark.cluster, pytest.mark.e2e]
 
@@ -204,6 +204,10 @@ def spark_env(home: Path, python: Path, conf_dir: Path) -> dict[str, str]:
         SPARK_MASTER_HOST="127.0.0.1",
         PYSPARK_PYTHON=str(python),
         PYSPARK_DRIVER_PYTHON=str(python),
+        # the JVMs of spark-submit's driver and of the master and workers take the test JVMs'
+        # JIT and collector too (tests/conftest.py; the executors' come with the crawl's settings)
+        SPARK_SUBMIT_OPTS=TEST_JVM_OPTIONS,
+        SPARK_DAEMON_JAVA_OPTS=TEST_JVM_OPTIONS,
     )
 
 
