@@ -87,9 +87,9 @@ class SparkDb(Db):
         self.spark = spark
         self.root = normalize_root(root)
         self.cfg = cfg
-        # SMALL_CRAWL_BYTES; whether this stage broadcasts (judged once per job group)
+        # SMALL_CRAWL_BYTES; whether this stage's crawl is large (judged once per job group)
         self.small_crawl_bytes = SMALL_CRAWL_BYTES
-        self._broadcasts: bool | None = None
+        self._large: bool | None = None
         register_udfs(spark)
 
     # -- the tables --------------------------------------------------------------------------
@@ -150,14 +150,15 @@ class SparkDb(Db):
 
     # -- relations ---------------------------------------------------------------------------
 
-    def broadcasts(self) -> bool:
-        """Whether the broadcasts the rules ask for are made: on a cluster, or while crawldb
-        holds at least small_crawl_bytes (SMALL_CRAWL_BYTES); from its log, once per stage."""
-        if self._broadcasts is None:
-            self._broadcasts = not self.one_machine() or self._crawldb_bytes() >= (
+    def large_crawl(self) -> bool:
+        """On a cluster, or while crawldb holds at least small_crawl_bytes (SMALL_CRAWL_BYTES;
+        from its log, once per stage): the broadcasts the rules ask for are made, and
+        expressions are compiled (_FACTORY_MODE)."""
+        if self._large is None:
+            self._large = not self.one_machine() or self._crawldb_bytes() >= (
                 self.small_crawl_bytes
             )
-        return self._broadcasts
+        return self._large
 
     def _crawldb_bytes(self) -> float:
         try:
@@ -166,7 +167,7 @@ class SparkDb(Db):
             return float("inf")
 
     def sql(self, query: str, **inputs: Rel) -> Rel:
-        if "BROADCAST" in query.upper() and not self.broadcasts():
+        if "BROADCAST" in query.upper() and not self.large_crawl():
             query = _BROADCAST_HINT.sub("", query)
         # Each input a temp view of its own for the query's analysis (as spark.sql's own
         # {name} binding does, which would also take a regex's {12,} for a name).
@@ -315,16 +316,16 @@ class SparkDb(Db):
             update_condition=update_condition,
             also=also,
             insert_condition=insert_condition,
-            broadcast=broadcast and self.broadcasts(),
+            broadcast=broadcast and self.large_crawl(),
         )
 
     @contextlib.contextmanager
     def job_group(self, description: str) -> Iterator[str]:
         sc = self.spark.sparkContext
         group = f"crawllib-{next(_groups)}"
-        self._broadcasts = None  # a stage judges crawldb's size afresh
+        self._large = None  # a stage judges crawldb's size afresh
         if self.one_machine() and _FACTORY_MODE not in self.cfg.spark.conf:
-            self.spark.conf.set(_FACTORY_MODE, "FALLBACK" if self.broadcasts() else "NO_CODEGEN")
+            self.spark.conf.set(_FACTORY_MODE, "FALLBACK" if self.large_crawl() else "NO_CODEGEN")
         before = sc.getLocalProperty("spark.jobGroup.id")
         before_description = sc.getLocalProperty("spark.job.description")
         sc.setJobGroup(group, description)
